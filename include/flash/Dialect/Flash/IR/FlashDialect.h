@@ -1,0 +1,11 @@
+//===- FlashDialect.h - the flash dialect ---------------------*- C++ -*-===//
+#ifndef FLASH_DIALECT_FLASH_IR_FLASHDIALECT_H
+#define FLASH_DIALECT_FLASH_IR_FLASHDIALECT_H
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Dialect.h"
+
+#include "flash/Dialect/Flash/IR/FlashOpsDialect.h.inc"
+
+#endif // FLASH_DIALECT_FLASH_IR_FLASHDIALECT_H

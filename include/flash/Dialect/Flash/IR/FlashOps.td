@@ -1,0 +1,137 @@
+//===- FlashOps.td - flash.attention -----------------------*- tablegen -*-===//
+#ifndef FLASH_OPS
+#define FLASH_OPS
+
+include "flash/Dialect/Flash/IR/FlashDialect.td"
+include "flash/Dialect/Flash/IR/FlashAttrs.td"
+include "mlir/Interfaces/ControlFlowInterfaces.td"
+include "mlir/Interfaces/DestinationStyleOpInterface.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/IR/OpAsmInterface.td"
+
+def Flash_AttentionOp : Flash_Op<"attention", [
+    AttrSizedOperandSegments,
+    DestinationStyleOpInterface,
+    IsolatedFromAbove,
+    RecursiveMemoryEffects,
+    RecursivelySpeculatable,
+    DeclareOpInterfaceMethods<ReifyRankedShapedTypeOpInterface, ["reifyResultShapes"]>]> {
+  let summary = "fused scaled dot-product attention";
+  let description = [{
+    Computes, for every batch index `b...` (any number of leading dims, e.g.
+    batch and heads) and query row `i`:
+
+    ```
+    s[j]   = score_mod(scale * sum_d query[b, i, d] * key[b', j, d], b, i, j)
+    s[j]   = -inf where the mask forbids (i, j)
+    p      = softmax(s)                     (a row with no finite s gives p = 0)
+    out[b, i, e] = sum_j p[j] * value[b', j, e]
+    lse[b, i]    = log sum_j exp(s[j])      (-inf for a fully masked row)
+    ```
+
+    `b'` equals `b` except in the last batch dim (heads): when key/value have
+    `Hkv` heads and query has `Hq = G * Hkv`, query head `h` reads key/value
+    head `h / G` (grouped-query attention; `Hkv = 1` is multi-query).
+
+    Accumulation is f32 whatever the element types. The op is destination
+    style: `outs` holds the output init and, when the log-sum-exp is wanted,
+    an f32 init of shape `[batch..., Lq]`; results match the inits.
+
+    The optional `score_mod` region is isolated from above. Its arguments are
+    the scaled score (f32), its indices (one `index` per batch dim, then the
+    query row, then the key column) and one argument per `captures` operand
+    (tensors such as a bias or a boolean mask, read with `tensor.extract`). It
+    yields the new f32 score with `flash.yield`.
+
+    ```mlir
+    %o = flash.attention ins(%q, %k, %v : tensor<2x8x128x64xbf16>,
+                                 tensor<2x2x200x64xbf16>, tensor<2x2x200x32xbf16>)
+           outs(%init : tensor<2x8x128x32xbf16>)
+           scale(0.125) mask(causal, bottom_right) -> tensor<2x8x128x32xbf16>
+
+    %o:2 = flash.attention ins(%q, %k, %v : tensor<4x100x64xf32>,
+                                   tensor<4x70x64xf32>, tensor<4x70x48xf32>)
+           outs(%init, %lse : tensor<4x100x48xf32>, tensor<4x100xf32>)
+           captures(%bias : tensor<100x70xf32>) scale(0.125)
+           score_mod {
+           ^bb0(%s: f32, %b: index, %i: index, %j: index, %bias_t: tensor<100x70xf32>):
+             %x = tensor.extract %bias_t[%i, %j] : tensor<100x70xf32>
+             %r = arith.addf %s, %x : f32
+             flash.yield %r : f32
+           } -> tensor<4x100x48xf32>, tensor<4x100xf32>
+    ```
+  }];
+
+  let arguments = (ins
+    AnyRankedTensor:$query,
+    AnyRankedTensor:$key,
+    AnyRankedTensor:$value,
+    Variadic<AnyRankedTensor>:$inits,
+    Variadic<AnyRankedTensor>:$captures,
+    F32Attr:$scale,
+    OptionalAttr<Flash_MaskAttr>:$mask);
+  let results = (outs Variadic<AnyRankedTensor>:$results);
+  let regions = (region MaxSizedRegion<1>:$score_mod);
+
+  let assemblyFormat = [{
+    `ins` `(` $query `,` $key `,` $value `:` type($query) `,` type($key) `,` type($value) `)`
+    `outs` `(` $inits `:` type($inits) `)`
+    (`captures` `(` $captures^ `:` type($captures) `)`)?
+    `scale` `(` custom<Scale>($scale) `)`
+    (`mask` `(` custom<MaskClause>($mask)^ `)`)?
+    attr-dict
+    (`score_mod` $score_mod^)?
+    `->` type($results)
+  }];
+
+  let builders = [
+    OpBuilder<(ins "Value":$query, "Value":$key, "Value":$value,
+                   "ValueRange":$inits, "ValueRange":$captures,
+                   "float":$scale, "MaskAttr":$mask)>
+  ];
+
+  let hasVerifier = 1;
+  let hasRegionVerifier = 1;
+
+  let extraClassDeclaration = [{
+    /// Number of leading batch dims (rank - 2).
+    int64_t getNumBatchDims() {
+      return getQueryType().getRank() - 2;
+    }
+    RankedTensorType getQueryType() {
+      return ::llvm::cast<RankedTensorType>(getQuery().getType());
+    }
+    RankedTensorType getKeyType() {
+      return ::llvm::cast<RankedTensorType>(getKey().getType());
+    }
+    RankedTensorType getValueType() {
+      return ::llvm::cast<RankedTensorType>(getValue().getType());
+    }
+    Value getOutputInit() { return getInits()[0]; }
+    RankedTensorType getOutputType() {
+      return ::llvm::cast<RankedTensorType>(getOutputInit().getType());
+    }
+    bool hasLse() { return getInits().size() == 2; }
+    Value getLseInit() { return hasLse() ? getInits()[1] : Value(); }
+    Value getOutput() { return getResults()[0]; }
+    Value getLse() { return hasLse() ? getResults()[1] : Value(); }
+    bool hasScoreMod() { return !getScoreMod().empty(); }
+    /// The mask, with an absent attribute read as `none`.
+    MaskAttr getMaskOrNone();
+    /// Query heads per key/value head (1 unless grouped-query attention).
+    /// Only meaningful when the head dims are static.
+    int64_t getGroupSize();
+
+    MutableOperandRange getDpsInitsMutable() { return getInitsMutable(); }
+  }];
+}
+
+def Flash_YieldOp : Flash_Op<"yield", [Pure, ReturnLike, Terminator,
+                                       HasParent<"AttentionOp">]> {
+  let summary = "yields the modified score of a score_mod region";
+  let arguments = (ins Variadic<AnyType>:$values);
+  let assemblyFormat = "attr-dict ($values^ `:` type($values))?";
+}
+
+#endif // FLASH_OPS

@@ -1,0 +1,30 @@
+//===- Passes.h - flash transformation passes -----------------*- C++ -*-===//
+#ifndef FLASH_TRANSFORMS_PASSES_H
+#define FLASH_TRANSFORMS_PASSES_H
+
+#include "flash/Dialect/Flash/IR/FlashOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Pass/Pass.h"
+
+namespace mlir::flash {
+
+#define GEN_PASS_DECL
+#include "flash/Transforms/Passes.h.inc"
+
+/// Patterns rewriting flash.attention into unfused linalg.
+void populateDecomposeAttentionPatterns(RewritePatternSet &patterns);
+
+/// Rewrites one flash.attention into unfused linalg; returns the results.
+FailureOr<SmallVector<Value>> decomposeAttention(RewriterBase &rewriter,
+                                                 AttentionOp op);
+
+#define GEN_PASS_REGISTRATION
+#include "flash/Transforms/Passes.h.inc"
+
+} // namespace mlir::flash
+
+#endif // FLASH_TRANSFORMS_PASSES_H

@@ -1,0 +1,130 @@
+//===- FlashAttrs.cpp - the structured mask attribute ---------------------===//
+#include "flash/Dialect/Flash/IR/FlashOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace mlir::flash;
+
+#include "flash/Dialect/Flash/IR/FlashEnums.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "flash/Dialect/Flash/IR/FlashAttrs.cpp.inc"
+
+void FlashDialect::registerAttributes() {
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "flash/Dialect/Flash/IR/FlashAttrs.cpp.inc"
+      >();
+}
+
+namespace mlir::flash {
+
+/// Parses `kind [, window] [, alignment]`, the body shared by `#flash.mask<>`
+/// and the `mask(...)` clause of flash.attention.
+FailureOr<MaskAttr> parseMaskBody(AsmParser &parser) {
+  SMLoc loc = parser.getCurrentLocation();
+  StringRef kindName;
+  if (parser.parseKeyword(&kindName))
+    return failure();
+  std::optional<MaskKind> kind = symbolizeMaskKind(kindName);
+  if (!kind) {
+    parser.emitError(loc) << "unknown mask kind '" << kindName
+                          << "' (expected none, causal or sliding_window)";
+    return failure();
+  }
+  int64_t window = 0;
+  MaskAlignment alignment = MaskAlignment::TopLeft;
+  while (succeeded(parser.parseOptionalComma())) {
+    SMLoc itemLoc = parser.getCurrentLocation();
+    int64_t number;
+    OptionalParseResult intResult = parser.parseOptionalInteger(number);
+    if (intResult.has_value()) {
+      if (failed(*intResult))
+        return failure();
+      window = number;
+      continue;
+    }
+    StringRef alignName;
+    if (parser.parseKeyword(&alignName))
+      return failure();
+    std::optional<MaskAlignment> align = symbolizeMaskAlignment(alignName);
+    if (!align) {
+      parser.emitError(itemLoc)
+          << "unknown mask alignment '" << alignName
+          << "' (expected top_left or bottom_right)";
+      return failure();
+    }
+    alignment = *align;
+  }
+  return MaskAttr::getChecked(
+      [&] { return parser.emitError(loc); }, parser.getContext(), *kind,
+      window, alignment);
+}
+
+void printMaskBody(AsmPrinter &printer, MaskAttr mask) {
+  printer << stringifyMaskKind(mask.getKind());
+  if (mask.getKind() == MaskKind::SlidingWindow)
+    printer << ", " << mask.getWindow();
+  if (mask.isBottomRight())
+    printer << ", " << stringifyMaskAlignment(mask.getAlignment());
+}
+
+} // namespace mlir::flash
+
+Attribute MaskAttr::parse(AsmParser &parser, Type) {
+  if (parser.parseLess())
+    return {};
+  FailureOr<MaskAttr> mask = parseMaskBody(parser);
+  if (failed(mask) || parser.parseGreater())
+    return {};
+  return *mask;
+}
+
+void MaskAttr::print(AsmPrinter &printer) const {
+  printer << "<";
+  printMaskBody(printer, *this);
+  printer << ">";
+}
+
+LogicalResult MaskAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                               MaskKind kind, int64_t window,
+                               MaskAlignment alignment) {
+  if (kind == MaskKind::SlidingWindow && window <= 0)
+    return emitError() << "sliding_window mask needs a window of at least 1 "
+                          "key, got "
+                       << window;
+  if (kind != MaskKind::SlidingWindow && window != 0)
+    return emitError() << "only a sliding_window mask takes a window, got "
+                       << window << " on a " << stringifyMaskKind(kind)
+                       << " mask";
+  if (kind == MaskKind::None && alignment != MaskAlignment::TopLeft)
+    return emitError() << "a none mask has no alignment";
+  return success();
+}
+
+Value mlir::flash::buildMaskPredicate(OpBuilder &b, Location loc,
+                                      MaskAttr mask, Value i, Value j,
+                                      Value lq, Value lk) {
+  if (!mask || mask.isNone())
+    return Value();
+  // The diagonal sits at j == i + off.
+  Value diag = i;
+  if (mask.isBottomRight()) {
+    Value off = arith::SubIOp::create(b, loc, lk, lq);
+    diag = arith::AddIOp::create(b, loc, i, off);
+  }
+  Value allowed =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, j, diag);
+  if (mask.getKind() == MaskKind::SlidingWindow) {
+    // j > diag - W  <=>  j + W > diag.
+    Value w = arith::ConstantIndexOp::create(b, loc, mask.getWindow());
+    Value jw = arith::AddIOp::create(b, loc, j, w);
+    Value inWindow =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sgt, jw, diag);
+    allowed = arith::AndIOp::create(b, loc, allowed, inWindow);
+  }
+  return allowed;
+}

@@ -1,0 +1,19 @@
+//===- FlashDialect.cpp - the flash dialect -------------------------------===//
+#include "flash/Dialect/Flash/IR/FlashDialect.h"
+#include "flash/Dialect/Flash/IR/FlashOps.h"
+
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace mlir::flash;
+
+#include "flash/Dialect/Flash/IR/FlashOpsDialect.cpp.inc"
+
+void FlashDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "flash/Dialect/Flash/IR/FlashOps.cpp.inc"
+      >();
+  registerAttributes();
+}

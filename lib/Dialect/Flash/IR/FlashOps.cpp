@@ -1,0 +1,272 @@
+//===- FlashOps.cpp - flash.attention: parsing, verification, interfaces --===//
+#include "flash/Dialect/Flash/IR/FlashOps.h"
+
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::flash;
+
+namespace mlir::flash {
+FailureOr<MaskAttr> parseMaskBody(AsmParser &parser);
+void printMaskBody(AsmPrinter &printer, MaskAttr mask);
+} // namespace mlir::flash
+
+//===----------------------------------------------------------------------===//
+// Custom directives
+//===----------------------------------------------------------------------===//
+
+/// `scale(0.125)`: the attribute is always f32, so its type is not spelled.
+static ParseResult parseScale(OpAsmParser &parser, FloatAttr &scale) {
+  double value;
+  if (parser.parseFloat(value))
+    return failure();
+  scale = parser.getBuilder().getF32FloatAttr(static_cast<float>(value));
+  return success();
+}
+
+static void printScale(OpAsmPrinter &printer, Operation *, FloatAttr scale) {
+  printer.printFloat(scale.getValue());
+}
+
+static ParseResult parseMaskClause(OpAsmParser &parser, MaskAttr &mask) {
+  FailureOr<MaskAttr> parsed = parseMaskBody(parser);
+  if (failed(parsed))
+    return failure();
+  mask = *parsed;
+  return success();
+}
+
+static void printMaskClause(OpAsmPrinter &printer, Operation *,
+                            MaskAttr mask) {
+  printMaskBody(printer, mask);
+}
+
+#define GET_OP_CLASSES
+#include "flash/Dialect/Flash/IR/FlashOps.cpp.inc"
+
+//===----------------------------------------------------------------------===//
+// AttentionOp
+//===----------------------------------------------------------------------===//
+
+void AttentionOp::build(OpBuilder &builder, OperationState &state, Value query,
+                        Value key, Value value, ValueRange inits,
+                        ValueRange captures, float scale, MaskAttr mask) {
+  build(builder, state, TypeRange(inits), query, key, value, inits, captures,
+        builder.getF32FloatAttr(scale),
+        (mask && !mask.isNone()) ? mask : MaskAttr());
+  // The score_mod region exists but stays empty until a caller fills it.
+  (void)state;
+}
+
+MaskAttr AttentionOp::getMaskOrNone() {
+  if (std::optional<MaskAttr> mask = getMask())
+    return *mask;
+  return MaskAttr::get(getContext(), MaskKind::None, 0,
+                       MaskAlignment::TopLeft);
+}
+
+int64_t AttentionOp::getGroupSize() {
+  int64_t numBatch = getNumBatchDims();
+  if (numBatch == 0)
+    return 1;
+  int64_t hq = getQueryType().getDimSize(numBatch - 1);
+  int64_t hkv = getKeyType().getDimSize(numBatch - 1);
+  if (ShapedType::isDynamic(hq) || ShapedType::isDynamic(hkv) || hkv == 0)
+    return 1;
+  return hq / hkv;
+}
+
+static bool isSupportedElementType(Type type) {
+  return type.isF32() || type.isF16() || type.isBF16();
+}
+
+static std::string dimStr(int64_t d) {
+  return ShapedType::isDynamic(d) ? std::string("?") : std::to_string(d);
+}
+
+/// Two static sizes that differ; a dynamic size matches anything.
+static bool conflict(int64_t a, int64_t b) {
+  return !ShapedType::isDynamic(a) && !ShapedType::isDynamic(b) && a != b;
+}
+
+LogicalResult AttentionOp::verify() {
+  RankedTensorType qType = getQueryType(), kType = getKeyType(),
+                   vType = getValueType();
+  int64_t rank = qType.getRank();
+  if (rank < 2)
+    return emitOpError("'query' must have rank >= 2 ([batch..., Lq, D]), got ")
+           << qType;
+  auto checkRank = [&](StringRef name, RankedTensorType type) -> LogicalResult {
+    if (type.getRank() != rank)
+      return emitOpError("'")
+             << name << "' has rank " << type.getRank() << " (" << type
+             << ") but 'query' has rank " << rank << " (" << qType << ")";
+    return success();
+  };
+  if (failed(checkRank("key", kType)) || failed(checkRank("value", vType)))
+    return failure();
+
+  size_t numInits = getInits().size();
+  if (numInits != 1 && numInits != 2)
+    return emitOpError("expects 1 or 2 inits (output, then optional "
+                       "log-sum-exp), got ")
+           << numInits;
+  RankedTensorType oType = getOutputType();
+  if (failed(checkRank("output init", oType)))
+    return failure();
+
+  if (!isSupportedElementType(qType.getElementType()))
+    return emitOpError("'query' element type must be bf16, f16 or f32, got ")
+           << qType.getElementType();
+  if (kType.getElementType() != qType.getElementType())
+    return emitOpError("'key' element type ")
+           << kType.getElementType() << " does not match 'query' element type "
+           << qType.getElementType();
+  if (vType.getElementType() != qType.getElementType())
+    return emitOpError("'value' element type ")
+           << vType.getElementType() << " does not match 'query' element type "
+           << qType.getElementType();
+  if (!isSupportedElementType(oType.getElementType()))
+    return emitOpError("output init element type must be bf16, f16 or f32, "
+                       "got ")
+           << oType.getElementType();
+
+  int64_t nb = rank - 2;
+  ArrayRef<int64_t> q = qType.getShape(), k = kType.getShape(),
+                    v = vType.getShape(), o = oType.getShape();
+  if (conflict(q[nb + 1], k[nb + 1]))
+    return emitOpError("'key' head dim D = ")
+           << k[nb + 1] << " does not match 'query' head dim D = " << q[nb + 1]
+           << " (query " << qType << ", key " << kType << ")";
+  if (conflict(k[nb], v[nb]))
+    return emitOpError("'value' sequence length Lk = ")
+           << v[nb] << " does not match 'key' sequence length Lk = " << k[nb]
+           << " (key " << kType << ", value " << vType << ")";
+  if (conflict(o[nb + 1], v[nb + 1]))
+    return emitOpError("output init value dim Dv = ")
+           << o[nb + 1] << " does not match 'value' dim Dv = " << v[nb + 1]
+           << " (value " << vType << ", output " << oType << ")";
+  if (conflict(o[nb], q[nb]))
+    return emitOpError("output init sequence length Lq = ")
+           << o[nb] << " does not match 'query' sequence length Lq = " << q[nb]
+           << " (query " << qType << ", output " << oType << ")";
+
+  for (int64_t d = 0; d < nb; ++d) {
+    if (conflict(v[d], k[d]))
+      return emitOpError("'value' batch dim #")
+             << d << " = " << v[d] << " does not match 'key' batch dim #" << d
+             << " = " << k[d] << " (key " << kType << ", value " << vType
+             << ")";
+    if (conflict(o[d], q[d]))
+      return emitOpError("output init batch dim #")
+             << d << " = " << o[d] << " does not match 'query' batch dim #"
+             << d << " = " << q[d] << " (query " << qType << ", output "
+             << oType << ")";
+    bool isHeadDim = d == nb - 1;
+    if (!isHeadDim && conflict(k[d], q[d]))
+      return emitOpError("'key' batch dim #")
+             << d << " = " << k[d] << " does not match 'query' batch dim #"
+             << d << " = " << q[d] << " (query " << qType << ", key " << kType
+             << ")";
+    if (isHeadDim && !ShapedType::isDynamic(q[d]) &&
+        !ShapedType::isDynamic(k[d]) && (k[d] == 0 || q[d] % k[d] != 0))
+      return emitOpError("'query' heads (batch dim #")
+             << d << " = " << q[d]
+             << ") must be a multiple of 'key'/'value' heads (" << k[d]
+             << ") for grouped-query attention (query " << qType << ", key "
+             << kType << ")";
+  }
+
+  if (hasLse()) {
+    auto lType = cast<RankedTensorType>(getLseInit().getType());
+    if (!lType.getElementType().isF32())
+      return emitOpError("log-sum-exp init must have f32 elements, got ")
+             << lType.getElementType();
+    bool shapeOk = lType.getRank() == rank - 1;
+    for (int64_t d = 0; shapeOk && d < rank - 1; ++d)
+      shapeOk = !conflict(lType.getDimSize(d), q[d]);
+    if (!shapeOk) {
+      std::string expected;
+      for (int64_t d = 0; d < rank - 1; ++d)
+        expected += (d ? "x" : "") + dimStr(q[d]);
+      return emitOpError("log-sum-exp init must have shape [batch..., Lq] = [")
+             << expected << "], got " << lType;
+    }
+  }
+
+  if (getResults().size() != numInits)
+    return emitOpError("expects one result per init (")
+           << numInits << "), got " << getResults().size();
+  for (auto [idx, pair] :
+       llvm::enumerate(llvm::zip(getResults().getTypes(), getInits().getTypes())))
+    if (std::get<0>(pair) != std::get<1>(pair))
+      return emitOpError("result #")
+             << idx << " type " << std::get<0>(pair)
+             << " does not match its init type " << std::get<1>(pair);
+
+  float scale = getScale().convertToFloat();
+  if (!std::isfinite(scale))
+    return emitOpError("'scale' must be finite, got ") << scale;
+
+  if (!getCaptures().empty() && !hasScoreMod())
+    return emitOpError("has ")
+           << getCaptures().size()
+           << " captures but no score_mod region to read them";
+  return success();
+}
+
+LogicalResult AttentionOp::verifyRegions() {
+  if (!hasScoreMod())
+    return success();
+  Block &body = getScoreMod().front();
+  int64_t numIndices = getQueryType().getRank();
+  size_t expected = 1 + numIndices + getCaptures().size();
+  if (body.getNumArguments() != expected)
+    return emitOpError("score_mod region must take ")
+           << expected << " arguments (the f32 score, " << numIndices
+           << " indices, " << getCaptures().size() << " captures), got "
+           << body.getNumArguments();
+  if (!body.getArgument(0).getType().isF32())
+    return emitOpError("score_mod argument #0 (the score) must be f32, got ")
+           << body.getArgument(0).getType();
+  for (int64_t i = 0; i < numIndices; ++i)
+    if (!body.getArgument(1 + i).getType().isIndex())
+      return emitOpError("score_mod argument #")
+             << 1 + i << " (an index) must be index, got "
+             << body.getArgument(1 + i).getType();
+  for (auto [i, capture] : llvm::enumerate(getCaptures())) {
+    Type argType = body.getArgument(1 + numIndices + i).getType();
+    if (argType != capture.getType())
+      return emitOpError("score_mod argument #")
+             << 1 + numIndices + i << " has type " << argType
+             << " but capture #" << i << " has type " << capture.getType();
+  }
+  auto yield = dyn_cast<YieldOp>(body.getTerminator());
+  if (!yield)
+    return emitOpError("score_mod region must end in flash.yield");
+  if (yield.getValues().size() != 1 || !yield.getValues()[0].getType().isF32())
+    return yield.emitOpError("must yield exactly one f32 score, got ")
+           << yield.getValues().size() << " value(s)";
+  return success();
+}
+
+LogicalResult AttentionOp::reifyResultShapes(
+    OpBuilder &builder, ReifiedRankedShapedTypeDims &reifiedReturnShapes) {
+  for (Value init : getInits()) {
+    auto type = cast<RankedTensorType>(init.getType());
+    SmallVector<OpFoldResult> shape;
+    for (int64_t d = 0; d < type.getRank(); ++d) {
+      if (type.isDynamicDim(d))
+        shape.push_back(
+            tensor::DimOp::create(builder, getLoc(), init, d).getResult());
+      else
+        shape.push_back(builder.getIndexAttr(type.getDimSize(d)));
+    }
+    reifiedReturnShapes.push_back(shape);
+  }
+  return success();
+}

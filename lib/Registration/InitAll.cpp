@@ -1,0 +1,15 @@
+//===- InitAll.cpp - register everything flash provides -------------------===//
+#include "flash/InitAll.h"
+
+#include "flash/Dialect/Flash/IR/FlashDialect.h"
+#include "flash/Transforms/Passes.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/IR/DialectRegistry.h"
+
+void mlir::flash::registerFlashDialects(DialectRegistry &registry) {
+  registry.insert<FlashDialect, arith::ArithDialect, linalg::LinalgDialect,
+                  math::MathDialect, tensor::TensorDialect>();
+}
+
+void mlir::flash::registerFlashPasses() { ::mlir::flash::registerFlashTransformsPasses(); }

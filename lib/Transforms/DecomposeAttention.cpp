@@ -1,0 +1,338 @@
+//===- DecomposeAttention.cpp - flash.attention as unfused linalg ---------===//
+//
+// The reference meaning of flash.attention: materialise the Lq x Lk score
+// matrix and run the textbook softmax on it. Fused lowerings are tested
+// against this, so it favours obviousness over speed.
+//
+//===----------------------------------------------------------------------===//
+#include "flash/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/Utils/Utils.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+namespace mlir::flash {
+#define GEN_PASS_DEF_FLASHDECOMPOSEATTENTIONPASS
+#include "flash/Transforms/Passes.h.inc"
+} // namespace mlir::flash
+
+using namespace mlir;
+using namespace mlir::flash;
+
+namespace {
+/// Shapes and index values shared by the stages of the decomposition.
+struct Decomposer {
+  RewriterBase &b;
+  AttentionOp op;
+  Location loc;
+  int64_t nb;          // number of batch dims
+  Type f32;
+  SmallVector<OpFoldResult> qShape, kShape, vShape;
+
+  Decomposer(RewriterBase &b, AttentionOp op)
+      : b(b), op(op), loc(op.getLoc()), nb(op.getNumBatchDims()),
+        f32(b.getF32Type()) {
+    qShape = tensor::getMixedSizes(b, loc, op.getQuery());
+    kShape = tensor::getMixedSizes(b, loc, op.getKey());
+    vShape = tensor::getMixedSizes(b, loc, op.getValue());
+  }
+
+  SmallVector<utils::IteratorType> iterators(int64_t parallel,
+                                             int64_t reduction = 0) {
+    SmallVector<utils::IteratorType> its(parallel,
+                                         utils::IteratorType::parallel);
+    its.append(reduction, utils::IteratorType::reduction);
+    return its;
+  }
+
+  /// Affine map over `numDims` loops selecting dims `dims`.
+  AffineMap map(int64_t numDims, ArrayRef<int64_t> dims) {
+    SmallVector<AffineExpr> exprs;
+    for (int64_t d : dims)
+      exprs.push_back(b.getAffineDimExpr(d));
+    return AffineMap::get(numDims, 0, exprs, b.getContext());
+  }
+
+  SmallVector<int64_t> range(int64_t begin, int64_t end) {
+    SmallVector<int64_t> r;
+    for (int64_t i = begin; i < end; ++i)
+      r.push_back(i);
+    return r;
+  }
+
+  Value filled(ArrayRef<OpFoldResult> shape, double value) {
+    Value empty = tensor::EmptyOp::create(b, loc, shape, f32);
+    Value cst = arith::ConstantOp::create(b, loc, b.getFloatAttr(f32, value));
+    return linalg::FillOp::create(b, loc, cst, empty).getResult(0);
+  }
+
+  Value toF32(OpBuilder &nested, Location l, Value x) {
+    if (x.getType() == f32)
+      return x;
+    return arith::ExtFOp::create(nested, l, f32, x);
+  }
+
+  /// K or V with its head dim repeated to the query's head count: query head
+  /// h reads head h / G, G = Hq / Hkv (read at run time for dynamic heads).
+  Value broadcastHeads(Value kv, ArrayRef<OpFoldResult> kvShape) {
+    if (nb == 0)
+      return kv;
+    auto kvType = cast<RankedTensorType>(kv.getType());
+    int64_t hq = op.getQueryType().getDimSize(nb - 1);
+    int64_t hkv = kvType.getDimSize(nb - 1);
+    if (!ShapedType::isDynamic(hq) && hq == hkv)
+      return kv;
+    SmallVector<OpFoldResult> shape(kvShape);
+    shape[nb - 1] = qShape[nb - 1];
+    Value hqV = getValueOrCreateConstantIndexOp(b, loc, qShape[nb - 1]);
+    Value hkvV = getValueOrCreateConstantIndexOp(b, loc, kvShape[nb - 1]);
+    Value group = arith::DivUIOp::create(b, loc, hqV, hkvV);
+    Value empty =
+        tensor::EmptyOp::create(b, loc, shape, kvType.getElementType());
+    int64_t rank = kvType.getRank();
+    auto generic = linalg::GenericOp::create(
+        b, loc, empty.getType(), ValueRange{}, ValueRange{empty},
+        ArrayRef<AffineMap>{map(rank, range(0, rank))}, iterators(rank),
+        [&](OpBuilder &nested, Location l, ValueRange) {
+          SmallVector<Value> idx;
+          for (int64_t d = 0; d < rank; ++d)
+            idx.push_back(linalg::IndexOp::create(nested, l, d));
+          idx[nb - 1] = arith::DivUIOp::create(nested, l, idx[nb - 1], group);
+          Value x = tensor::ExtractOp::create(nested, l, kv, idx);
+          linalg::YieldOp::create(nested, l, x);
+        });
+    return generic.getResult(0);
+  }
+
+  FailureOr<SmallVector<Value>> run() {
+    Value key = broadcastHeads(op.getKey(), kShape);
+    Value value = broadcastHeads(op.getValue(), vShape);
+    OpFoldResult lqF = qShape[nb], lkF = kShape[nb];
+    SmallVector<OpFoldResult> sShape(qShape.begin(), qShape.begin() + nb);
+    sShape.push_back(lqF);
+    sShape.push_back(lkF);
+    SmallVector<OpFoldResult> rowShape(qShape.begin(), qShape.begin() + nb + 1);
+
+    // S[b, i, j] = sum_d Q[b, i, d] * K[b, j, d]   loops (b.., i, j, d)
+    int64_t n = nb + 3;
+    SmallVector<int64_t> bd = range(0, nb);
+    auto withBatch = [&](std::initializer_list<int64_t> tail) {
+      SmallVector<int64_t> dims(bd);
+      dims.append(tail.begin(), tail.end());
+      return dims;
+    };
+    int64_t i = nb, j = nb + 1, d = nb + 2;
+    Value scores = filled(sShape, 0.0);
+    scores = linalg::GenericOp::create(
+                 b, loc, scores.getType(), ValueRange{op.getQuery(), key},
+                 ValueRange{scores},
+                 ArrayRef<AffineMap>{map(n, withBatch({i, d})),
+                                     map(n, withBatch({j, d})),
+                                     map(n, withBatch({i, j}))},
+                 iterators(nb + 2, 1),
+                 [&](OpBuilder &nb_, Location l, ValueRange args) {
+                   Value prod = arith::MulFOp::create(
+                       nb_, l, toF32(nb_, l, args[0]), toF32(nb_, l, args[1]));
+                   Value acc = arith::AddFOp::create(nb_, l, args[2], prod);
+                   linalg::YieldOp::create(nb_, l, acc);
+                 })
+                 .getResult(0);
+
+    // s = mask(score_mod(scale * s, indices))
+    int64_t sRank = nb + 2;
+    Value lq = getValueOrCreateConstantIndexOp(b, loc, lqF);
+    Value lk = getValueOrCreateConstantIndexOp(b, loc, lkF);
+    MaskAttr mask = op.getMaskOrNone();
+    float scaleValue = op.getScale().convertToFloat();
+    scores =
+        linalg::GenericOp::create(
+            b, loc, scores.getType(), ValueRange{}, ValueRange{scores},
+            ArrayRef<AffineMap>{map(sRank, range(0, sRank))}, iterators(sRank),
+            [&](OpBuilder &nested, Location l, ValueRange args) {
+              Value scale = arith::ConstantOp::create(
+                  nested, l, nested.getF32FloatAttr(scaleValue));
+              Value s = arith::MulFOp::create(nested, l, args[0], scale);
+              SmallVector<Value> idx;
+              for (int64_t dim = 0; dim < sRank; ++dim)
+                idx.push_back(linalg::IndexOp::create(nested, l, dim));
+              if (op.hasScoreMod()) {
+                Block &body = op.getScoreMod().front();
+                IRMapping mapping;
+                mapping.map(body.getArgument(0), s);
+                for (int64_t dim = 0; dim < sRank; ++dim)
+                  mapping.map(body.getArgument(1 + dim), idx[dim]);
+                for (auto [k, capture] : llvm::enumerate(op.getCaptures()))
+                  mapping.map(body.getArgument(1 + sRank + k), capture);
+                for (Operation &inner : body.without_terminator())
+                  nested.clone(inner, mapping);
+                s = mapping.lookup(body.getTerminator()->getOperand(0));
+              }
+              if (Value allowed = buildMaskPredicate(nested, l, mask, idx[nb],
+                                                     idx[nb + 1], lq, lk)) {
+                Value ninf = arith::ConstantOp::create(
+                    nested, l,
+                    nested.getF32FloatAttr(
+                        -std::numeric_limits<float>::infinity()));
+                s = arith::SelectOp::create(nested, l, allowed, s, ninf);
+              }
+              linalg::YieldOp::create(nested, l, s);
+            })
+            .getResult(0);
+
+    // Row max and row sum over j: loops (b.., i, j).
+    SmallVector<int64_t> rowDims = range(0, nb + 1);
+    AffineMap sMap = map(sRank, range(0, sRank));
+    AffineMap rowMap = map(sRank, rowDims);
+    Value rowMax = filled(rowShape, -std::numeric_limits<double>::infinity());
+    rowMax = linalg::GenericOp::create(
+                 b, loc, rowMax.getType(), ValueRange{scores},
+                 ValueRange{rowMax}, ArrayRef<AffineMap>{sMap, rowMap},
+                 iterators(nb + 1, 1),
+                 [&](OpBuilder &nested, Location l, ValueRange args) {
+                   Value m =
+                       arith::MaximumFOp::create(nested, l, args[0], args[1]);
+                   linalg::YieldOp::create(nested, l, m);
+                 })
+                 .getResult(0);
+
+    // p = exp(s - max); a row whose max is -inf is fully masked: p = 0.
+    Value probs =
+        linalg::GenericOp::create(
+            b, loc, scores.getType(), ValueRange{rowMax}, ValueRange{scores},
+            ArrayRef<AffineMap>{rowMap, sMap}, iterators(sRank),
+            [&](OpBuilder &nested, Location l, ValueRange args) {
+              Value ninf = arith::ConstantOp::create(
+                  nested, l,
+                  nested.getF32FloatAttr(
+                      -std::numeric_limits<float>::infinity()));
+              Value zero = arith::ConstantOp::create(
+                  nested, l, nested.getF32FloatAttr(0.0f));
+              Value dead = arith::CmpFOp::create(
+                  nested, l, arith::CmpFPredicate::OEQ, args[0], ninf);
+              Value diff = arith::SubFOp::create(nested, l, args[1], args[0]);
+              Value e = math::ExpOp::create(nested, l, diff);
+              Value p = arith::SelectOp::create(nested, l, dead, zero, e);
+              linalg::YieldOp::create(nested, l, p);
+            })
+            .getResult(0);
+
+    Value rowSum = filled(rowShape, 0.0);
+    rowSum = linalg::GenericOp::create(
+                 b, loc, rowSum.getType(), ValueRange{probs},
+                 ValueRange{rowSum}, ArrayRef<AffineMap>{sMap, rowMap},
+                 iterators(nb + 1, 1),
+                 [&](OpBuilder &nested, Location l, ValueRange args) {
+                   Value s = arith::AddFOp::create(nested, l, args[0], args[1]);
+                   linalg::YieldOp::create(nested, l, s);
+                 })
+                 .getResult(0);
+
+    // O[b, i, e] = sum_j P[b, i, j] * V[b, j, e]   loops (b.., i, e, j)
+    int64_t e = nb + 1, jj = nb + 2;
+    SmallVector<OpFoldResult> oShape(rowShape);
+    oShape.push_back(vShape[nb + 1]);
+    Value acc = filled(oShape, 0.0);
+    acc = linalg::GenericOp::create(
+              b, loc, acc.getType(), ValueRange{probs, value}, ValueRange{acc},
+              ArrayRef<AffineMap>{map(n, withBatch({i, jj})),
+                                  map(n, withBatch({jj, e})),
+                                  map(n, withBatch({i, e}))},
+              iterators(nb + 2, 1),
+              [&](OpBuilder &nested, Location l, ValueRange args) {
+                Value prod = arith::MulFOp::create(nested, l, args[0],
+                                                   toF32(nested, l, args[1]));
+                Value sum = arith::AddFOp::create(nested, l, args[2], prod);
+                linalg::YieldOp::create(nested, l, sum);
+              })
+              .getResult(0);
+
+    // out = acc / l (0 for a fully masked row), in the init's element type.
+    Value outInit = op.getOutputInit();
+    Type outElem = op.getOutputType().getElementType();
+    AffineMap oMap = map(sRank, range(0, sRank));
+    AffineMap oRowMap = map(sRank, rowDims);
+    Value out =
+        linalg::GenericOp::create(
+            b, loc, outInit.getType(), ValueRange{acc, rowSum},
+            ValueRange{outInit}, ArrayRef<AffineMap>{oMap, oRowMap, oMap},
+            iterators(sRank),
+            [&](OpBuilder &nested, Location l, ValueRange args) {
+              Value zero = arith::ConstantOp::create(
+                  nested, l, nested.getF32FloatAttr(0.0f));
+              Value empty = arith::CmpFOp::create(
+                  nested, l, arith::CmpFPredicate::OEQ, args[1], zero);
+              Value q = arith::DivFOp::create(nested, l, args[0], args[1]);
+              Value r = arith::SelectOp::create(nested, l, empty, zero, q);
+              if (outElem != f32)
+                r = arith::TruncFOp::create(nested, l, outElem, r);
+              linalg::YieldOp::create(nested, l, r);
+            })
+            .getResult(0);
+    SmallVector<Value> results{out};
+
+    if (op.hasLse()) {
+      int64_t rRank = nb + 1;
+      AffineMap id = map(rRank, range(0, rRank));
+      Value lse =
+          linalg::GenericOp::create(
+              b, loc, op.getLseInit().getType(), ValueRange{rowMax, rowSum},
+              ValueRange{op.getLseInit()}, ArrayRef<AffineMap>{id, id, id},
+              iterators(rRank),
+              [&](OpBuilder &nested, Location l, ValueRange args) {
+                // m + log(l); a fully masked row (m = -inf, l = 0) stays -inf
+                // instead of -inf + -inf arithmetic on a NaN-prone path.
+                Value ninf = arith::ConstantOp::create(
+                    nested, l,
+                    nested.getF32FloatAttr(
+                        -std::numeric_limits<float>::infinity()));
+                Value dead = arith::CmpFOp::create(
+                    nested, l, arith::CmpFPredicate::OEQ, args[0], ninf);
+                Value log = math::LogOp::create(nested, l, args[1]);
+                Value sum = arith::AddFOp::create(nested, l, args[0], log);
+                Value r = arith::SelectOp::create(nested, l, dead, ninf, sum);
+                linalg::YieldOp::create(nested, l, r);
+              })
+              .getResult(0);
+      results.push_back(lse);
+    }
+    return results;
+  }
+};
+
+struct DecomposeAttentionPattern : OpRewritePattern<AttentionOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(AttentionOp op,
+                                PatternRewriter &rewriter) const override {
+    FailureOr<SmallVector<Value>> results = decomposeAttention(rewriter, op);
+    if (failed(results))
+      return failure();
+    rewriter.replaceOp(op, *results);
+    return success();
+  }
+};
+
+struct FlashDecomposeAttentionPass
+    : flash::impl::FlashDecomposeAttentionPassBase<FlashDecomposeAttentionPass> {
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    populateDecomposeAttentionPatterns(patterns);
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+      return signalPassFailure();
+  }
+};
+} // namespace
+
+FailureOr<SmallVector<Value>>
+mlir::flash::decomposeAttention(RewriterBase &rewriter, AttentionOp op) {
+  OpBuilder::InsertionGuard guard(rewriter);
+  rewriter.setInsertionPoint(op);
+  return Decomposer(rewriter, op).run();
+}
+
+void mlir::flash::populateDecomposeAttentionPatterns(
+    RewritePatternSet &patterns) {
+  patterns.add<DecomposeAttentionPattern>(patterns.getContext());
+}

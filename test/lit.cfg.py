@@ -1,0 +1,43 @@
+# -*- Python -*-
+import os
+import shutil
+
+import lit.formats
+from lit.llvm import llvm_config
+from lit.llvm.subst import ToolSubst
+
+config.name = "FLASH"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.flash_obj_root, "test")
+config.excludes = ["CMakeLists.txt", "README.md", "lit.cfg.py", "lit.site.cfg.py", "Inputs"]
+
+config.substitutions.append(("%PATH%", config.environment["PATH"]))
+config.substitutions.append(("%shlibext", config.llvm_shlib_ext))
+config.substitutions.append(("%mlir_lib_dir", config.llvm_lib_dir))
+config.substitutions.append(("%flash_lib_dir", config.flash_lib_dir))
+config.substitutions.append(("%flash_src_root", config.flash_src_root))
+config.substitutions.append(("%python", config.python_executable))
+config.environment["FILECHECK_OPTS"] = "-enable-var-scope --allow-unused-prefixes=false"
+
+llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
+llvm_config.use_default_substitutions()
+
+tool_dirs = [config.flash_tools_dir, config.llvm_tools_dir]
+tools = [
+    "flash-opt",
+    ToolSubst("mlir-opt", unresolved="ignore"),
+    ToolSubst("mlir-runner", unresolved="ignore"),
+    ToolSubst("mlir-translate", unresolved="ignore"),
+    ToolSubst("llc", unresolved="ignore"),
+]
+llvm_config.add_tool_substitutions(tools, tool_dirs)
+
+# Features for the GPU parts: code generation needs only the toolkit; running
+# needs a device, which CI machines do not have.
+cuda_home = config.cuda_home or os.environ.get("CUDA_HOME", "/usr/local/cuda")
+if os.path.exists(os.path.join(cuda_home, "bin", "ptxas")):
+    config.available_features.add("ptxas")
+if shutil.which("nvidia-smi") and os.system("nvidia-smi -L >/dev/null 2>&1") == 0:
+    config.available_features.add("cuda-gpu")
