@@ -22,14 +22,26 @@ void printMaskBody(AsmPrinter &printer, MaskAttr mask);
 /// `scale(0.125)`: the attribute is always f32, so its type is not spelled.
 static ParseResult parseScale(OpAsmParser &parser, FloatAttr &scale) {
   double value;
-  if (parser.parseFloat(value))
+  int64_t integer;
+  OptionalParseResult isInteger = parser.parseOptionalInteger(integer);
+  if (isInteger.has_value()) {
+    if (failed(*isInteger))
+      return failure();
+    value = static_cast<double>(integer);
+  } else if (parser.parseFloat(value)) {
     return failure();
+  }
   scale = parser.getBuilder().getF32FloatAttr(static_cast<float>(value));
   return success();
 }
 
 static void printScale(OpAsmPrinter &printer, Operation *, FloatAttr scale) {
-  printer.printFloat(scale.getValue());
+  // The shortest decimal that reads back to the same f32, e.g. 0.125.
+  SmallString<16> text;
+  scale.getValue().toString(text);
+  if (text.find_first_of(".eEnN") == StringRef::npos)
+    text += ".0";
+  printer << text;
 }
 
 static ParseResult parseMaskClause(OpAsmParser &parser, MaskAttr &mask) {
