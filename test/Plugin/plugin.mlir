@@ -19,7 +19,7 @@
 
 // ROUNDTRIP-LABEL: func.func @causal_gqa
 // ROUNDTRIP:         flash.attention ins(%{{.*}}, %{{.*}}, %{{.*}} : tensor<2x4x100x64xf32>, tensor<2x2x70x64xf32>, tensor<2x2x70x48xf32>)
-// ROUNDTRIP-SAME:      scale(1.250000e-01) mask(causal, bottom_right)
+// ROUNDTRIP-SAME:      scale(0.125) mask(causal, bottom_right)
 // DECOMPOSE-LABEL: func.func @causal_gqa
 // DECOMPOSE-NOT:     flash.attention
 // DECOMPOSE:         linalg.generic {{.*}} ins(%{{.*}}, %{{.*}} : tensor<2x4x100x64xf32>, tensor<2x4x70x64xf32>)
