@@ -2,6 +2,7 @@
 #include "flash/InitAll.h"
 
 #include "flash/Dialect/Flash/IR/FlashDialect.h"
+#include "flash/Pipelines/Pipelines.h"
 #include "flash/Transforms/Passes.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -12,4 +13,7 @@ void mlir::flash::registerFlashDialects(DialectRegistry &registry) {
                   math::MathDialect, tensor::TensorDialect>();
 }
 
-void mlir::flash::registerFlashPasses() { ::mlir::flash::registerFlashTransformsPasses(); }
+void mlir::flash::registerFlashPasses() {
+  ::mlir::flash::registerFlashTransformsPasses();
+  ::mlir::flash::registerFlashPipelines();
+}

@@ -6,6 +6,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Pass/Pass.h"
@@ -21,6 +22,12 @@ void populateDecomposeAttentionPatterns(RewritePatternSet &patterns);
 /// Rewrites one flash.attention into unfused linalg; returns the results.
 FailureOr<SmallVector<Value>> decomposeAttention(RewriterBase &rewriter,
                                                  AttentionOp op);
+
+/// Rewrites one flash.attention into the online-softmax loop nest (see
+/// flash-tile-attention); returns the results.
+FailureOr<SmallVector<Value>> tileAttention(RewriterBase &rewriter,
+                                            AttentionOp op, int64_t blockQ,
+                                            int64_t blockKv);
 
 #define GEN_PASS_REGISTRATION
 #include "flash/Transforms/Passes.h.inc"

@@ -34,4 +34,59 @@ def FlashDecomposeAttentionPass : Pass<"flash-decompose-attention"> {
   ];
 }
 
+def FlashTileAttentionPass : Pass<"flash-tile-attention"> {
+  let summary = "Tile flash.attention into an online-softmax loop nest";
+  let description = [{
+    Rewrites every `flash.attention` into the fused algorithm: an
+    `scf.forall` over the batch dims and blocks of `block-q` query rows, and
+    inside it `scf.for` loops over blocks of `block-kv` keys carrying the
+    running row max `m`, running sum `l` and accumulator `acc`:
+
+    ```
+    s   = score_mod(scale * q kᵀ, indices), masked to -inf
+    m'  = max(m, rowmax s);  p = exp(s - m');  α = exp(m - m')
+    l'  = α l + rowsum p;    acc' = α acc + p v
+    out = acc / l;           lse = m + log l
+    ```
+
+    Tiles are static `block-q x block-kv` tensors, so nothing of size
+    Lq x Lk is ever formed. Reads past Lq/Lk are clamped and their values
+    replaced (zeros for Q/K/V, -inf for scores). Causal and sliding-window
+    masks bound the key loop, so fully masked tiles are never visited; only
+    the tiles crossing a mask edge or the Lk tail evaluate the mask. A row
+    that sees no finite score yields 0 and lse = -inf. Query head `h` reads
+    key/value head `h / (Hq / Hkv)`. Dynamic batch, Lq, Lk (and D) work.
+
+    Before:
+    ```mlir
+    %o = flash.attention ins(%q, %k, %v : tensor<4x100x64xf32>,
+             tensor<4x70x64xf32>, tensor<4x70x48xf32>)
+           outs(%init : tensor<4x100x48xf32>) scale(0.125)
+           -> tensor<4x100x48xf32>
+    ```
+    After (block-q = block-kv = 64):
+    ```mlir
+    %o = scf.forall (%b, %qb) in (4, 2) shared_outs(%out = %init) {
+      ... %q tile: tensor<64x64xf32>
+      %r:3 = scf.for %j = ... step %c64 iter_args(%m = .., %l = .., %acc = ..)
+          -> (tensor<64xf32>, tensor<64xf32>, tensor<64x48xf32>) { ... }
+      scf.forall.in_parallel { tensor.parallel_insert_slice ... }
+    }
+    ```
+  }];
+  let options = [
+    Option<"blockQ", "block-q", "int64_t", /*default=*/"64",
+           "Query rows per tile">,
+    Option<"blockKv", "block-kv", "int64_t", /*default=*/"64",
+           "Key/value rows per tile">
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::linalg::LinalgDialect",
+    "::mlir::math::MathDialect",
+    "::mlir::scf::SCFDialect",
+    "::mlir::tensor::TensorDialect"
+  ];
+}
+
 #endif // FLASH_TRANSFORMS_PASSES

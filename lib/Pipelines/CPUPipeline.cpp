@@ -1,0 +1,59 @@
+//===- CPUPipeline.cpp - flash.attention to LLVM for the host CPU ---------===//
+//
+// The same pipeline serves the fused path and its unfused reference (the
+// `reference` option swaps the first pass only), so benchmarks and tests
+// compare the algorithms, not two different code generators.
+//
+//===----------------------------------------------------------------------===//
+#include "flash/Pipelines/Pipelines.h"
+
+#include "flash/Transforms/Passes.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "llvm/Support/ErrorHandling.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+
+static void addTextual(OpPassManager &pm, StringRef pipeline) {
+  std::string error;
+  llvm::raw_string_ostream os(error);
+  if (failed(parsePassPipeline(pipeline, pm, os)))
+    llvm::report_fatal_error(llvm::Twine("flash-cpu-pipeline: ") + error);
+}
+
+void mlir::flash::buildFlashCPUPipeline(
+    OpPassManager &pm, const FlashCPUPipelineOptions &options) {
+  if (options.reference) {
+    pm.addPass(createFlashDecomposeAttentionPass());
+  } else {
+    FlashTileAttentionPassOptions tile;
+    tile.blockQ = options.blockQ;
+    tile.blockKv = options.blockKv;
+    pm.addPass(createFlashTileAttentionPass(tile));
+  }
+  addTextual(pm, "canonicalize,cse");
+  // Function boundaries take plain memrefs so that C callers (ctypes,
+  // mlir-runner) pass ordinary strided descriptors.
+  addTextual(pm, "one-shot-bufferize{bufferize-function-boundaries "
+                 "function-boundary-type-conversion=identity-layout-map},"
+                 "buffer-deallocation-pipeline,convert-bufferization-to-memref,"
+                 "canonicalize");
+  addTextual(pm, "func.func(convert-linalg-to-loops),scf-forall-to-parallel");
+  if (options.parallel)
+    addTextual(pm, "convert-scf-to-openmp");
+  // finalize-memref-to-llvm runs before scf-to-cf: the OpenMP conversion wraps
+  // each iteration in a memref.alloca_scope, which must be lowered while its
+  // body is still a single block.
+  addTextual(pm, "expand-strided-metadata,lower-affine,finalize-memref-to-llvm,"
+                 "convert-scf-to-cf,convert-math-to-llvm,convert-to-llvm,"
+                 "reconcile-unrealized-casts");
+}
+
+void mlir::flash::registerFlashPipelines() {
+  PassPipelineRegistration<FlashCPUPipelineOptions>(
+      "flash-cpu-pipeline",
+      "Lower flash.attention on tensors to the LLVM dialect for the host CPU "
+      "(fused online-softmax loop nest, or the unfused reference)",
+      buildFlashCPUPipeline);
+}
