@@ -1,0 +1,117 @@
+#!/usr/bin/python3
+"""Fused vs unfused flash.attention on the CPU: time and peak memory.
+
+The same module (`flash.attention`, one head, dynamic L, D = Dv = 64, f32) is
+compiled twice by flash-cpu-pipeline: fused (flash-tile-attention) and
+unfused (reference=1, i.e. flash-decompose-attention, which materialises the
+L x L scores). Each (path, L) runs in its own process so that its peak RSS
+(getrusage of that child) is its own; the table also gives the peak RSS of
+the same process that stops right before the call, so the difference is
+what the attention itself allocated.
+
+Usage: bench/cpu/bench.py [--flash-opt PATH] [--lengths 1024,...]
+                          [--mask none|causal] [--markdown FILE]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "test", "lib"))
+
+import numpy as np  # noqa: E402
+
+import flash_attention_cases as fac  # noqa: E402
+import flash_cpu_runner as fcr  # noqa: E402
+
+
+def make_case(mask):
+    return fac.Case("bench", d=64, dv=64, batch=(1,),
+                    mask=None if mask == "none" else mask)
+
+
+def child(args):
+    """Runs one measurement in this process and prints it as JSON."""
+    case = make_case(args.mask)
+    lib = fcr.Library(args.child)
+    rng = np.random.default_rng(0)
+    inputs, _ = case.inputs(rng, args.length, args.length)
+    times = []
+    if not args.no_call:
+        reps = 3 if args.length <= 4096 else 1
+        if args.length <= 4096:
+            lib.call("attn", inputs, case.result_spec())  # warm-up
+        for _ in range(reps):
+            t = time.perf_counter()
+            out = lib.call("attn", inputs, case.result_spec())
+            times.append(time.perf_counter() - t)
+        assert not np.isnan(out[0]).any()
+    print(json.dumps({"time": min(times) if times else 0.0}))
+
+
+def measure(lib, length, mask, no_call=False):
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", lib,
+           "--length", str(length), "--mask", mask]
+    if no_call:
+        cmd.append("--no-call")
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE)
+    out = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    if status != 0:
+        raise RuntimeError("benchmark child failed: %s" % " ".join(cmd))
+    result = json.loads(out)
+    result["peak_mib"] = usage.ru_maxrss / 1024.0  # ru_maxrss is in KiB
+    return result
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--flash-opt", default=None)
+    ap.add_argument("--lengths", default="1024,2048,4096,8192,16384")
+    ap.add_argument("--mask", default="none", choices=["none", "causal"])
+    ap.add_argument("--parallel", type=int, default=1)
+    ap.add_argument("--markdown", default=None)
+    ap.add_argument("--child", default=None)
+    ap.add_argument("--length", type=int, default=0)
+    ap.add_argument("--no-call", action="store_true")
+    args = ap.parse_args()
+    if args.child:
+        return child(args)
+
+    flash_opt = args.flash_opt or os.path.join(HERE, "..", "..", "build", "bin",
+                                               "flash-opt")
+    tools = fcr.Tools(flash_opt=flash_opt)
+    case = make_case(args.mask)
+    par = "" if args.parallel else " parallel=0"
+    libs = {
+        "fused": fcr.compile_module(case.module_text(), par.strip(), tools).path,
+        "unfused": fcr.compile_module(case.module_text(),
+                                      ("reference=1" + par), tools).path,
+    }
+    rows = []
+    header = ("| L | fused time (s) | unfused time (s) | speed-up | "
+              "fused peak (MiB) | unfused peak (MiB) | "
+              "fused attention mem (MiB) | unfused attention mem (MiB) |")
+    print(header)
+    print("|---:" * 8 + "|")
+    for length in [int(x) for x in args.lengths.split(",")]:
+        base = measure(libs["fused"], length, args.mask, no_call=True)
+        f = measure(libs["fused"], length, args.mask)
+        u = measure(libs["unfused"], length, args.mask)
+        row = "| %d | %.3f | %.3f | %.1fx | %.0f | %.0f | %.0f | %.0f |" % (
+            length, f["time"], u["time"], u["time"] / f["time"],
+            f["peak_mib"], u["peak_mib"],
+            max(f["peak_mib"] - base["peak_mib"], 0.0),
+            max(u["peak_mib"] - base["peak_mib"], 0.0))
+        print(row, flush=True)
+        rows.append(row)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(header + "\n" + "|---:" * 8 + "|\n" + "\n".join(rows) + "\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
