@@ -206,7 +206,7 @@ def test_tma_misaligned_base_is_refused_before_launch():
     L = lib("tma_qk", alignment=2)  # let the runtime, not Python, catch it
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("wgmma kernel needs sm_90a")
-    big = grid_f16((64 * 64 + 8,), 18)
+    big = grid_f16((64 * 64 + 4,), 18)
     q = big[4:].view(64, 64)  # 8 bytes past a 16-byte boundary
     k = grid_f16((64, 64), 19)
     s = torch.empty(64, 64, device="cuda")

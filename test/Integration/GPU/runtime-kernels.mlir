@@ -36,7 +36,7 @@ module attributes {gpu.container_module} {
       }
       gpu.return
     }
-    // y[b*256 + t] = x[...] staged through the last 1 KiB of the dynamic block.
+    // y[b*256 + t] = x[b*256 + 255 - t], staged through the last 1 KiB of the dynamic block.
     gpu.func @smem_copy(%x: memref<?xf32>, %y: memref<?xf32>, %floor: index) kernel {
       %bid = gpu.block_id x
       %tid = gpu.thread_id x
@@ -51,8 +51,7 @@ module attributes {gpu.container_module} {
       %c255 = arith.constant 255 : index
       %j = arith.subi %c255, %tid : index
       %w = memref.load %s[%j] : memref<256xf32, #gpu.address_space<workgroup>>
-      %o = arith.addi %base, %j : index
-      memref.store %w, %y[%o] : memref<?xf32>
+      memref.store %w, %y[%i] : memref<?xf32>
       gpu.return
     }
   }
