@@ -19,7 +19,7 @@ foreach(f include/flash/InitAll.h include/flash/Transforms/Passes.td
           include/flash/Dialect/Flash/IR/FlashOps.td
           include/flash/Dialect/Flash/IR/FlashOps.h.inc
           lib/cmake/flash/FlashConfig.cmake lib/cmake/flash/FlashTargets.cmake
-          bin/flash-opt lib/FlashPlugin.so)
+          bin/flash-opt lib/FlashPlugin.so include/flash-c/Flash.h)
   if(NOT EXISTS "${prefix}/${f}")
     message(FATAL_ERROR "not installed: ${f}")
   endif()
@@ -38,6 +38,11 @@ run("build examples/consumer" ${CMAKE_COMMAND} --build "${WORK_DIR}/consumer")
 run("run flash-consumer" "${WORK_DIR}/consumer/flash-consumer")
 if(NOT RUN_OUTPUT MATCHES "c\\+\\+ pipeline: ok\ntextual pipeline: ok")
   message(FATAL_ERROR "unexpected consumer output:\n${RUN_OUTPUT}")
+endif()
+
+run("run flash-capi-consumer" "${WORK_DIR}/consumer/flash-capi-consumer")
+if(NOT RUN_OUTPUT MATCHES "c api: ok")
+  message(FATAL_ERROR "unexpected C API consumer output:\n${RUN_OUTPUT}")
 endif()
 
 # The installed driver and plugin work from the prefix.
