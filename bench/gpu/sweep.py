@@ -78,10 +78,14 @@ def main():
     ap.add_argument("--ls", default="1,100,1024,4097,16384")
     ap.add_argument("--md", default=None)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--filter", default=None,
+                    help="only cases whose 'dtype D variant' contains this (e.g. for compute-sanitizer)")
     a = ap.parse_args()
     ours = OurKernels(a.artifacts)
     results = []
     for idx, c in enumerate(cases([int(x) for x in a.ls.split(",")])):
+        if a.filter and a.filter not in f"{c['dtype']} {c['D']} {c['variant']}":
+            continue
         torch.manual_seed(1000 + idx)
         dt = DTYPES[c["dtype"]]
         q = torch.randn(c["B"], c["Hq"], c["Lq"], c["D"], device="cuda", dtype=dt)

@@ -1,0 +1,121 @@
+"""Build our attention kernels for bench/gpu into one shippable directory (runs here, with LLVM).
+
+For each configuration the sweep and the benchmark need, writes a host function in the
+form flash-gpu-pipeline takes (/work/notes/gpu-interface.md: destination-passing style on
+memrefs, flash.attention on to_tensor views; batch and lengths dynamic, heads and D static),
+compiles it with tools/flash-gpu-build.py into lib<name>.so, and writes manifest.json
+(read by bench/gpu/common.py). The directory also gets libflash_cuda_runtime.so and can be
+carried to the GPU machine as is.
+
+    python3 bench/gpu/build_artifacts.py -o .carry/attn [--set bench|sweep|all]
+        [--build build] [--pipeline-options 'block-m=128 ...'] [--only SUBSTR] [--ir-only]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+MLIR_DT = {"bf16": "bf16", "f16": "f16"}
+
+
+def attention_ir(name, dtype, d, hq, hkv, mask, score_mod, scale):
+    """The host function for one configuration (q/k/v/o: [B, H, L, D], dynamic B and L)."""
+    t = MLIR_DT[dtype]
+    qm, km = f"memref<?x{hq}x?x{d}x{t}>", f"memref<?x{hkv}x?x{d}x{t}>"
+    qt, kt = qm.replace("memref", "tensor"), km.replace("memref", "tensor")
+    args = [f"%q: {qm}", f"%k: {km}", f"%v: {km}", f"%o: {qm}"]
+    body = [f"  %qt = bufferization.to_tensor %q restrict : {qm} to {qt}",
+            f"  %kt = bufferization.to_tensor %k restrict : {km} to {kt}",
+            f"  %vt = bufferization.to_tensor %v restrict : {km} to {kt}",
+            f"  %ot = bufferization.to_tensor %o restrict writable : {qm} to {qt}"]
+    caps, region = "", ""
+    if score_mod == "bias":
+        args.append("%bias: memref<?x?xf32>")
+        body.append("  %bt = bufferization.to_tensor %bias restrict : memref<?x?xf32> to tensor<?x?xf32>")
+        caps = " captures(%bt : tensor<?x?xf32>)"
+        region = (" score_mod {\n"
+                  "  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %x: tensor<?x?xf32>):\n"
+                  "    %e = tensor.extract %x[%i, %j] : tensor<?x?xf32>\n"
+                  "    %r = arith.addf %s, %e : f32\n"
+                  "    flash.yield %r : f32\n"
+                  "  }")
+    masks = {None: "", "causal_top_left": " mask(causal, top_left)",
+             "causal_bottom_right": " mask(causal, bottom_right)"}
+    body.append(f"  %r = flash.attention ins(%qt, %kt, %vt : {qt}, {kt}, {kt}) outs(%ot : {qt}){caps}"
+                f" scale({scale!r}){masks[mask]}{region} -> {qt}")
+    body.append(f"  bufferization.materialize_in_destination %r in restrict writable %o : ({qt}, {qm}) -> ()")
+    body.append("  return")
+    return (f"func.func @{name}({', '.join(args)}) attributes {{llvm.emit_c_interface}} {{\n"
+            + "\n".join(body) + "\n}\n")
+
+
+def configs(which):
+    out = []
+    if which in ("bench", "all"):
+        for d, h in ((64, 32), (128, 16)):
+            for mask in (None, "causal_top_left"):
+                out.append(("bf16", d, h, h, mask, None))
+    if which in ("sweep", "all"):
+        for dt in ("bf16", "f16"):
+            for d in (64, 128):
+                for mask in (None, "causal_top_left", "causal_bottom_right"):
+                    out.append((dt, d, 8, 8, mask, None))
+                    out.append((dt, d, 4, 4, mask, None))
+                out += [(dt, d, 8, 8, None, "bias"), (dt, d, 4, 4, None, "bias"),
+                        (dt, d, 8, 2, None, None), (dt, d, 4, 1, None, None)]
+    seen, uniq = set(), []
+    for c in out:
+        if c not in seen:
+            seen.add(c)
+            uniq.append(c)
+    return uniq
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("-o", "--out", required=True)
+    ap.add_argument("--set", default="all", choices=["bench", "sweep", "all"])
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--pipeline", default="flash-gpu-pipeline",
+                    help="pipeline name registered in flash-opt")
+    ap.add_argument("--pipeline-options", default="", help="e.g. 'block-m=128 stages=2'")
+    ap.add_argument("--only", default=None, help="build only names containing this")
+    ap.add_argument("--ir-only", action="store_true", help="write the .mlir files and stop")
+    a = ap.parse_args()
+
+    os.makedirs(a.out, exist_ok=True)
+    opt = os.path.join(a.build, "bin", "flash-opt")
+    pipeline = f"builtin.module({a.pipeline}{{{a.pipeline_options}}})" if a.pipeline_options \
+        else f"builtin.module({a.pipeline})"
+    manifest = []
+    for dt, d, hq, hkv, mask, mod in configs(a.set):
+        tag = {None: "", "causal_top_left": "_ctl", "causal_bottom_right": "_cbr"}[mask]
+        name = f"attn_{dt}_d{d}_h{hq}x{hkv}{tag}{'_bias' if mod else ''}"
+        if a.only and a.only not in name:
+            continue
+        ir = ("// Generated by bench/gpu/build_artifacts.py\nmodule {\n"
+              + attention_ir("attn", dt, d, hq, hkv, mask, mod, 1.0 / d ** 0.5) + "}\n")
+        src = os.path.join(a.out, name + ".mlir")
+        with open(src, "w") as f:
+            f.write(ir)
+        if not a.ir_only:
+            cmd = [sys.executable, os.path.join(ROOT, "tools", "flash-gpu-build.py"), src,
+                   "-o", os.path.join(a.out, f"lib{name}.so"), "--runtime-dir", os.path.join(a.build, "lib"),
+                   "--bundle", "--opt-tool", opt, "--pipeline", pipeline]
+            print(" ".join(cmd), flush=True)
+            if subprocess.run(cmd).returncode != 0:
+                print(f"FAILED: {name}", flush=True)
+                continue
+        manifest.append({"lib": f"lib{name}.so", "entry": "attn", "dtype": dt, "head_dim": d,
+                         "mask": mask, "score_mod": mod, "lse": False, "pass_stream": True,
+                         "shape": {"Hq": hq, "Hkv": hkv}, "pipeline": pipeline})
+    with open(os.path.join(a.out, "manifest.json"), "w") as f:
+        json.dump({"kernels": manifest}, f, indent=1)
+    print(f"{len(manifest)} kernels in {a.out}/manifest.json")
+
+
+if __name__ == "__main__":
+    main()
