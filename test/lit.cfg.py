@@ -37,6 +37,7 @@ llvm_config.add_tool_substitutions(tools, tool_dirs)
 # Features for the GPU parts: code generation needs only the toolkit; running
 # needs a device, which CI machines do not have.
 cuda_home = config.cuda_home or os.environ.get("CUDA_HOME", "/usr/local/cuda")
+config.substitutions.append(("%cuda_home", cuda_home))
 if os.path.exists(os.path.join(cuda_home, "bin", "ptxas")):
     config.available_features.add("ptxas")
 if shutil.which("nvidia-smi") and os.system("nvidia-smi -L >/dev/null 2>&1") == 0:

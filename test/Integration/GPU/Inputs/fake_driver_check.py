@@ -1,0 +1,95 @@
+"""Drive kernel libraries against the fake libcuda (fake_cuda.c) and print what the
+runtime asked the driver to do: the stream contract (launch on the bound stream, no
+per-call stream creation/synchronization/allocation), module and attribute caching, the
+TMA descriptor cache (eager and captured uploads) and the error paths."""
+import ctypes as C
+import sys
+
+d = sys.argv[1]
+fake = C.CDLL(f"{d}/libfakecuda.so")  # same handle the runtime dlopens (FLASH_CUDA_DRIVER)
+
+
+class Stats(C.Structure):
+    _fields_ = [(n, C.c_int64) for n in (
+        "launches", "stream_creates", "stream_syncs", "module_loads", "func_set_attr",
+        "mem_allocs", "htod_sync", "htod_async", "tensormap_encodes")] + [
+        ("last_launch_stream", C.c_void_p), ("last_htod_async_stream", C.c_void_p)]
+
+
+fake.fakeStats.restype = C.POINTER(Stats)
+st = fake.fakeStats().contents
+fake.fakeSetCapturingStream.argtypes = [C.c_void_p]
+
+
+def load(name):
+    lib = C.CDLL(f"{d}/lib{name}.so")
+    lib.flashRuntimeGetLastError.restype = C.c_char_p
+    lib.flashRuntimeSetStream.argtypes = [C.c_void_p]
+    lib.flashRuntimeGetCounter.restype = C.c_int64
+    return lib
+
+
+def desc(addr, sizes):
+    r = len(sizes)
+    strides, s = [], 1
+    for n in reversed(sizes):
+        strides.insert(0, s)
+        s *= n
+    D = type("D", (C.Structure,), {"_fields_": [("a", C.c_void_p), ("b", C.c_void_p), ("o", C.c_int64),
+                                                ("s", C.c_int64 * r), ("t", C.c_int64 * r)]})
+    return D(addr, addr, 0, (C.c_int64 * r)(*sizes), (C.c_int64 * r)(*strides))
+
+
+def show(tag, lib):
+    err = lib.flashRuntimeGetLastError().decode()
+    print(f"{tag}: launches={st.launches} stream={st.last_launch_stream and hex(st.last_launch_stream)} "
+          f"creates={st.stream_creates} syncs={st.stream_syncs} loads={st.module_loads} "
+          f"setattr={st.func_set_attr} allocs={st.mem_allocs} htod={st.htod_sync}/{st.htod_async} "
+          f"encodes={st.tensormap_encodes} status={lib.flashRuntimeGetStatus()} {err}")
+    lib.flashRuntimeClearError()
+
+
+rk = load("runtime_kernels")
+x, y = desc(0x10000000, [1000]), desc(0x20000000, [1000])
+rk.flashRuntimeSetStream(C.c_void_p(0xABC0))
+for _ in range(5):
+    rk._mlir_ciface_axpy(C.byref(x), C.byref(y), C.c_float(2.0))
+show("bound x5", rk)
+rk.flashRuntimeResetStream()
+for _ in range(3):
+    rk._mlir_ciface_axpy(C.byref(x), C.byref(y), C.c_float(2.0))
+show("unbound x3", rk)
+rk.flashRuntimeSetStream(C.c_void_p(0xABC0))
+xs, ys = desc(0x10000000, [1024]), desc(0x20000000, [1024])
+for _ in range(3):
+    rk._mlir_ciface_smem_copy(C.byref(xs), C.byref(ys), C.c_int32(100 * 1024))
+show("smem 100K x3", rk)
+rk._mlir_ciface_smem_copy(C.byref(xs), C.byref(ys), C.c_int32(300 * 1024))
+show("smem 300K", rk)
+
+tq = load("tma_qk")
+q, k, s = desc(0x30000000, [64, 64]), desc(0x30010000, [64, 64]), desc(0x30020000, [64, 64])
+fake.fakeFailModuleLoad(1)
+tq._mlir_ciface_tma_qk(C.byref(q), C.byref(k), C.byref(s))
+show("wrong arch", tq)
+fake.fakeFailModuleLoad(0)
+for i in range(2):
+    tq._mlir_ciface_tma_qk(C.byref(q), C.byref(k), C.byref(s))
+    show(f"tma call {i}", tq)
+bad = desc(0x30000008, [64, 64])
+tq._mlir_ciface_tma_qk(C.byref(bad), C.byref(k), C.byref(s))
+show("tma misaligned", tq)
+fake.fakeSetCapturingStream(C.c_void_p(0xCAFE0))
+tq.flashRuntimeSetStream(C.c_void_p(0xCAFE0))
+q2 = desc(0x30040000, [64, 64])
+tq._mlir_ciface_tma_qk(C.byref(q2), C.byref(k), C.byref(s))
+show("tma captured", tq)
+print(f"captured upload stream={hex(st.last_htod_async_stream)}")
+fake.fakeSetCapturingStream(C.c_void_p(0))
+tq._mlir_ciface_tma_qk(C.byref(q2), C.byref(k), C.byref(s))
+show("tma eager after capture", tq)
+tq._mlir_ciface_tma_qk(C.byref(q2), C.byref(k), C.byref(s))
+show("tma eager again", tq)
+counters = " ".join(f"{n}={tq.flashRuntimeGetCounter(n.encode())}" for n in
+                    ("module_load", "stream_create", "launch", "tensormap_upload", "tensormap_hit"))
+print("runtime counters: " + counters)
