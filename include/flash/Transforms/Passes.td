@@ -89,4 +89,64 @@ def FlashTileAttentionPass : Pass<"flash-tile-attention"> {
   ];
 }
 
+def FlashRaiseAttentionPass
+    : Pass<"flash-raise-attention", "::mlir::func::FuncOp"> {
+  let summary = "Recognize matmul-softmax-matmul attention and rewrite it to "
+                "flash.attention";
+  let description = [{
+    Finds attention written as two contractions around a softmax, in the
+    shapes ML frontends emit (linalg named ops, generics with any loop order,
+    linalg.contract, linalg.softmax or its decompositions, TOSA), and
+    replaces it with one `flash.attention`. Matching starts at each
+    contraction (the candidate P·V), classifies every dimension from the
+    indexing maps, and reads the chain backwards on use-def edges:
+
+    - softmax over the key axis: max/sub/exp/sum/div or reciprocal-multiply,
+      keepdim, projected or broadcast maps, fused generics, two-result
+      argmax max, NaN-initialised maxnumf, no max subtraction, the
+      log-sum-exp spelling, `linalg.softmax`;
+    - splat multiplies/divides on the scores, on Q or on K fold into `scale`;
+    - a select or additive 0/-inf term whose predicate is `j <= i + off`
+      (index compares or a constant triangle) becomes `mask(causal)`;
+    - any other elementwise computation of the scores is cloned into
+      `score_mod`, the tensors it reads becoming `captures`;
+    - transposes of Q/K/V/O fold into the operand layout; K/V that repeat
+      fewer heads in interleaved order become grouped-query attention.
+
+    Everything else that looks like attention is left alone: softmax over
+    the wrong axis, intermediates with other users, partial softmax, wrong
+    reduction inits, masks or dropout after the softmax, integer softmax.
+    With `remarks=true` every candidate that was not rewritten emits a remark
+    at the op where the chain broke, saying why.
+
+    TOSA input is first normalised with upstream tosa-to-linalg(-named),
+    tosa-to-arith and tosa-to-tensor (only in functions that contain TOSA).
+
+    Before (schematic):
+    ```mlir
+    %s = linalg.batch_matmul indexing_maps = [...(b, i, d), (b, j, d)...]
+    %p = linalg.softmax dimension(2) ins(%s * 0.125 ...)
+    %o = linalg.batch_matmul ins(%p, %v ...)
+    ```
+    After:
+    ```mlir
+    %o = flash.attention ins(%q, %k, %v : ...) outs(%init : ...) scale(0.125)
+    ```
+  }];
+  let options = [
+    Option<"remarks", "remarks", "bool", /*default=*/"false",
+           "Emit a remark for every attention candidate that was not "
+           "rewritten, at the link of the chain that broke">,
+    Option<"normalizeTosa", "normalize-tosa", "bool", /*default=*/"true",
+           "Lower TOSA to linalg first (in functions that contain TOSA)">,
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::flash::FlashDialect",
+    "::mlir::linalg::LinalgDialect",
+    "::mlir::math::MathDialect",
+    "::mlir::tensor::TensorDialect"
+  ];
+}
+
 #endif // FLASH_TRANSFORMS_PASSES

@@ -1,0 +1,309 @@
+//===- Contraction.cpp - the two matmuls: classification and operands -----===//
+#include "RaiseAttentionImpl.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Matchers.h"
+
+using namespace mlir;
+using namespace mlir::flash;
+using namespace mlir::flash::raise;
+
+/// The block argument `v` is, looking through extf/extsi.
+static BlockArgument throughExt(Value v) {
+  if (Operation *def = v.getDefiningOp())
+    if (isa<arith::ExtFOp, arith::ExtSIOp, arith::ExtUIOp>(def))
+      v = def->getOperand(0);
+  return dyn_cast<BlockArgument>(v);
+}
+
+bool raise::isContraction(linalg::LinalgOp op) {
+  if (op.getNumDpsInputs() != 2 || op.getNumDpsInits() != 1 ||
+      op.getNumReductionLoops() == 0 || !op.hasPureTensorSemantics())
+    return false;
+  if (failed(linalg::inferContractionDims(op)))
+    return false;
+  Block *body = op.getBlock();
+  Value y = body->getTerminator()->getOperand(0);
+  Operation *add = y.getDefiningOp();
+  if (!add || !isa<arith::AddFOp, arith::AddIOp>(add))
+    return false;
+  BlockArgument acc = body->getArgument(2);
+  Value prod;
+  if (add->getOperand(0) == acc)
+    prod = add->getOperand(1);
+  else if (add->getOperand(1) == acc)
+    prod = add->getOperand(0);
+  else
+    return false;
+  Operation *mul = prod.getDefiningOp();
+  if (!mul || !isa<arith::MulFOp, arith::MulIOp>(mul))
+    return false;
+  BlockArgument a = throughExt(mul->getOperand(0));
+  BlockArgument b = throughExt(mul->getOperand(1));
+  return a && b && a.getOwner() == body && b.getOwner() == body &&
+         a.getArgNumber() < 2 && b.getArgNumber() < 2 &&
+         a.getArgNumber() != b.getArgNumber();
+}
+
+static bool isZeroScalar(Value v) {
+  return matchPattern(v, m_AnyZeroFloat()) || matchPattern(v, m_Zero());
+}
+
+bool raise::hasZeroInit(linalg::LinalgOp op) {
+  Value init = op.getDpsInits()[0];
+  if (auto fill = init.getDefiningOp<linalg::FillOp>())
+    return isZeroScalar(fill.getInputs()[0]);
+  DenseElementsAttr dense;
+  if (matchPattern(init, m_Constant(&dense)) && dense.isSplat()) {
+    if (auto f = dyn_cast<FloatAttr>(dense.getSplatValue<Attribute>()))
+      return f.getValue().isZero();
+  }
+  return false;
+}
+
+/// The splat float constant `v` holds, looking at scalar constants and splat
+/// tensor constants.
+static std::optional<double> splatValue(Value v) {
+  FloatAttr f;
+  if (matchPattern(v, m_Constant(&f)))
+    return f.getValueAsDouble();
+  DenseElementsAttr dense;
+  if (matchPattern(v, m_Constant(&dense)) && dense.isSplat())
+    if (auto fa = dyn_cast<FloatAttr>(dense.getSplatValue<Attribute>()))
+      return fa.getValueAsDouble();
+  return std::nullopt;
+}
+
+/// An elementwise op `out = in * c` or `in / c` with splat c: returns `in`
+/// and multiplies `*scale` by the factor.
+static Value peelSplatScale(linalg::LinalgOp op, double *scale) {
+  if (!op.hasPureTensorSemantics() || op.getNumDpsInits() != 1 ||
+      op.getNumParallelLoops() != op.getNumLoops() ||
+      !op.getMatchingIndexingMap(op.getDpsInitOperand(0)).isIdentity())
+    return {};
+  Block *body = op.getBlock();
+  Operation *arith = body->getTerminator()->getOperand(0).getDefiningOp();
+  if (!arith || !isa<arith::MulFOp, arith::DivFOp>(arith) ||
+      arith->getBlock() != body)
+    return {};
+  // Each side is either the one tensor input (identity map) or a splat.
+  auto sideValue = [&](Value s) -> std::optional<double> {
+    if (auto arg = dyn_cast<BlockArgument>(s)) {
+      if (arg.getOwner() != body || arg.getArgNumber() >= op.getNumDpsInputs())
+        return std::nullopt;
+      return splatValue(op.getDpsInputs()[arg.getArgNumber()]);
+    }
+    return splatValue(s);
+  };
+  auto tensorInput = [&](Value s) -> Value {
+    auto arg = dyn_cast<BlockArgument>(s);
+    if (!arg || arg.getOwner() != body ||
+        arg.getArgNumber() >= op.getNumDpsInputs())
+      return {};
+    OpOperand *in = op.getDpsInputOperand(arg.getArgNumber());
+    if (!op.getMatchingIndexingMap(in).isIdentity() ||
+        in->get().getType() != op->getResult(0).getType())
+      return {};
+    return in->get();
+  };
+  Value lhs = arith->getOperand(0), rhs = arith->getOperand(1);
+  if (isa<arith::MulFOp>(arith)) {
+    if (Value in = tensorInput(lhs))
+      if (std::optional<double> c = sideValue(rhs)) {
+        *scale *= *c;
+        return in;
+      }
+    if (Value in = tensorInput(rhs))
+      if (std::optional<double> c = sideValue(lhs)) {
+        *scale *= *c;
+        return in;
+      }
+    return {};
+  }
+  if (Value in = tensorInput(lhs))
+    if (std::optional<double> c = sideValue(rhs); c && *c != 0.0) {
+      *scale /= *c;
+      return in;
+    }
+  return {};
+}
+
+/// A yield-only generic with permutation maps: result dim k is input dim
+/// src[k].
+static std::optional<SmallVector<int64_t>> permutationOf(linalg::GenericOp g) {
+  if (g.getNumDpsInputs() != 1 || g.getNumDpsInits() != 1 ||
+      !g.hasPureTensorSemantics() ||
+      g.getNumParallelLoops() != g.getNumLoops())
+    return std::nullopt;
+  Block *body = g.getBlock();
+  if (body->getTerminator()->getOperand(0) != body->getArgument(0))
+    return std::nullopt;
+  AffineMap in = g.getIndexingMapsArray()[0];
+  AffineMap out = g.getIndexingMapsArray()[1];
+  if (!in.isPermutation() || !out.isPermutation())
+    return std::nullopt;
+  SmallVector<int64_t> src;
+  for (unsigned k = 0; k < out.getNumResults(); ++k) {
+    unsigned loop = out.getDimPosition(k);
+    std::optional<unsigned> r = in.getResultPosition(
+        getAffineDimExpr(loop, g.getContext()));
+    if (!r)
+      return std::nullopt;
+    src.push_back(*r);
+  }
+  return src;
+}
+
+OperandView raise::lookThroughOperand(Value v, ArrayRef<int64_t> perm,
+                                      double *scale,
+                                      llvm::SetVector<Operation *> &seen) {
+  OperandView view{v, SmallVector<int64_t>(perm)};
+  while (Operation *def = view.value.getDefiningOp()) {
+    if (auto t = dyn_cast<linalg::TransposeOp>(def)) {
+      ArrayRef<int64_t> p = t.getPermutation();
+      for (int64_t &d : view.perm)
+        d = p[d];
+      view.value = t.getInput();
+    } else if (auto g = dyn_cast<linalg::GenericOp>(def);
+               g && permutationOf(g)) {
+      SmallVector<int64_t> src = *permutationOf(g);
+      for (int64_t &d : view.perm)
+        d = src[d];
+      view.value = g.getDpsInputs()[0];
+    } else if (auto l = dyn_cast<linalg::LinalgOp>(def); l && scale) {
+      double s = *scale;
+      Value in = peelSplatScale(l, &s);
+      if (!in)
+        break;
+      *scale = s;
+      view.value = in;
+    } else {
+      break;
+    }
+    seen.insert(def);
+  }
+  return view;
+}
+
+Value raise::materializeOperand(RewriterBase &rewriter, Location loc,
+                                const OperandView &view) {
+  bool identity = true;
+  for (auto [k, d] : llvm::enumerate(view.perm))
+    identity &= static_cast<int64_t>(k) == d;
+  if (identity)
+    return view.value;
+  SmallVector<OpFoldResult> sizes =
+      tensor::getMixedSizes(rewriter, loc, view.value);
+  SmallVector<OpFoldResult> tsizes;
+  for (int64_t d : view.perm)
+    tsizes.push_back(sizes[d]);
+  Value empty = tensor::EmptyOp::create(
+      rewriter, loc, tsizes, getElementTypeOrSelf(view.value.getType()));
+  return linalg::TransposeOp::create(rewriter, loc, view.value, empty,
+                                     view.perm)
+      ->getResult(0);
+}
+
+/// The input of a broadcast op that copies (or adds zero to) one tensor
+/// along loop `dim`; the input is indexed by the identity minus `dim`, or
+/// with a constant 0 at `dim` (keepdim form).
+static Value broadcastSource(Operation *def, int64_t dim, bool &keepdim) {
+  if (auto b = dyn_cast_or_null<linalg::BroadcastOp>(def)) {
+    if (b.getDimensions().size() == 1 && b.getDimensions()[0] == dim) {
+      keepdim = false;
+      return b.getInput();
+    }
+    return {};
+  }
+  auto g = dyn_cast_or_null<linalg::GenericOp>(def);
+  if (!g || !g.hasPureTensorSemantics() || g.getNumDpsInits() != 1 ||
+      g.getNumParallelLoops() != g.getNumLoops() ||
+      !g.getIndexingMapsArray().back().isIdentity())
+    return {};
+  Block *body = g.getBlock();
+  Value y = body->getTerminator()->getOperand(0);
+  Value src;
+  if (auto arg = dyn_cast<BlockArgument>(y)) {
+    src = arg;
+  } else if (auto add = y.getDefiningOp<arith::AddFOp>()) {
+    // The TOSA repeat: broadcast by adding a zero tensor.
+    for (int k = 0; k < 2; ++k) {
+      auto arg = dyn_cast<BlockArgument>(add.getOperand(1 - k));
+      if (!arg || arg.getOwner() != body ||
+          arg.getArgNumber() >= g.getNumDpsInputs())
+        continue;
+      std::optional<double> c = splatValue(g.getDpsInputs()[arg.getArgNumber()]);
+      if (c && *c == 0.0)
+        src = add.getOperand(k);
+    }
+  }
+  auto arg = dyn_cast_or_null<BlockArgument>(src);
+  if (!arg || arg.getOwner() != body ||
+      arg.getArgNumber() >= g.getNumDpsInputs())
+    return {};
+  AffineMap m = g.getIndexingMapsArray()[arg.getArgNumber()];
+  unsigned n = g.getNumLoops();
+  MLIRContext *ctx = g.getContext();
+  SmallVector<AffineExpr> dropped, zeroed;
+  for (unsigned l = 0; l < n; ++l) {
+    if (static_cast<int64_t>(l) != dim)
+      dropped.push_back(getAffineDimExpr(l, ctx));
+    zeroed.push_back(static_cast<int64_t>(l) == dim
+                         ? getAffineConstantExpr(0, ctx)
+                         : getAffineDimExpr(l, ctx));
+  }
+  if (m == AffineMap::get(n, 0, dropped, ctx)) {
+    keepdim = false;
+    return g.getDpsInputs()[arg.getArgNumber()];
+  }
+  if (m == AffineMap::get(n, 0, zeroed, ctx)) {
+    keepdim = true;
+    return g.getDpsInputs()[arg.getArgNumber()];
+  }
+  return {};
+}
+
+std::optional<std::pair<Value, int64_t>>
+raise::peelRepeatInterleave(RewriterBase &rewriter, Location loc, Value x,
+                            int64_t headDim) {
+  auto collapse = x.getDefiningOp<tensor::CollapseShapeOp>();
+  if (!collapse)
+    return std::nullopt;
+  SmallVector<ReassociationIndices> groups =
+      collapse.getReassociationIndices();
+  for (auto [k, g] : llvm::enumerate(groups))
+    if ((static_cast<int64_t>(k) == headDim) != (g.size() == 2) ||
+        g.size() > 2)
+      return std::nullopt;
+  // Source dims [a, a + 1] = [Hkv, G]: head h = hkv * G + g reads hkv =
+  // h / G only when the broadcast (repeated) dim is the inner one.
+  int64_t a = groups[headDim][0];
+  auto srcType = collapse.getSrcType();
+  int64_t group = srcType.getDimSize(a + 1);
+  if (ShapedType::isDynamic(group))
+    return std::nullopt;
+  bool keepdim = false;
+  Value base = broadcastSource(collapse.getSrc().getDefiningOp(), a + 1,
+                               keepdim);
+  if (!base)
+    return std::nullopt;
+  if (keepdim) {
+    // [.., Hkv, 1, ..]: drop the unit dim.
+    if (auto exp = base.getDefiningOp<tensor::ExpandShapeOp>();
+        exp && exp.getSrcType().getRank() == srcType.getRank() - 1 &&
+        exp.getReassociationIndices()[a] == ReassociationIndices{a, a + 1}) {
+      base = exp.getSrc();
+    } else {
+      SmallVector<ReassociationIndices> re;
+      for (int64_t d = 0; d < srcType.getRank(); ++d) {
+        if (d == a + 1)
+          continue;
+        re.push_back(d == a ? ReassociationIndices{a, a + 1}
+                            : ReassociationIndices{d});
+      }
+      base = tensor::CollapseShapeOp::create(rewriter, loc, base, re);
+    }
+  }
+  return std::make_pair(base, group);
+}

@@ -1,0 +1,185 @@
+//===- RaiseAttentionImpl.h - shared pieces of the attention recognizer ---===//
+//
+// The recognizer turns the computation between the two contractions into an
+// expression tree over the "score space" (batch..., i, j): i is the query row,
+// j the key column, i.e. the reduction loop of the PV contraction. Every
+// linalg/tensor producer is looked through by composing indexing maps, so a
+// fused sub+exp, a keepdim max, a projected broadcast and linalg.softmax all
+// become the same tree, and the softmax, mask, scale and score_mod are read
+// off that tree instead of off op names or loop order.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FLASH_LIB_TRANSFORMS_RAISEATTENTION_RAISEATTENTIONIMPL_H
+#define FLASH_LIB_TRANSFORMS_RAISEATTENTION_RAISEATTENTIONIMPL_H
+
+#include "flash/Dialect/Flash/IR/FlashOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/IR/AffineMap.h"
+#include "mlir/IR/PatternMatch.h"
+#include "llvm/ADT/SetVector.h"
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace mlir::flash::raise {
+
+/// Why a candidate was not rewritten: the op where the chain broke and why.
+struct Refusal {
+  Operation *at = nullptr;
+  std::string why;
+};
+
+/// One scalar expression over the score space.
+struct Node {
+  enum class Kind {
+    Read,   // tensor `value` read at `map(score indices)`
+    Scalar, // a scalar SSA value defined outside every traced body
+    Index,  // score-space index `dim`
+    Const,  // scalar constant `cst`
+    Op,     // a pure single-result scalar op `name` over `operands`
+    Acc,    // the accumulator of the reduction being interpreted
+    Reduce, // reduction over score dims `reduced` of operands[1], init operands[0]
+  };
+  Kind kind;
+  Type type;
+  Value value;
+  AffineMap map;
+  unsigned dim = 0;
+  TypedAttr cst;
+  std::optional<OperationName> name;
+  DictionaryAttr attrs;
+  SmallVector<Node *, 3> operands;
+  SmallVector<Type, 3> operandTypes; // Op: the types the op was built with
+  SmallVector<unsigned, 1> reduced;
+  std::string combiner; // Reduce: combining op name, empty if not recognised
+  Operation *origin = nullptr;
+
+  bool isOp(StringRef n) const {
+    return kind == Kind::Op && name->getStringRef() == n;
+  }
+  /// Float value of a scalar float constant.
+  std::optional<double> getFloat() const;
+};
+
+/// Builds expression trees over a score space of a given rank and extents.
+class ScoreTracer {
+public:
+  ScoreTracer(MLIRContext *ctx, ArrayRef<int64_t> extents)
+      : ctx(ctx), extents(extents) {}
+
+  /// The expression computing `v[view(score indices)]`. Producers that are
+  /// not understood (and contractions) become `Read` leaves.
+  Node *trace(Value v, AffineMap view);
+
+  Node *make(Node::Kind kind, Type type);
+  Node *makeConst(TypedAttr attr);
+  Node *makeOp(StringRef name, Type type, ArrayRef<Node *> operands,
+               DictionaryAttr attrs = {}, Operation *origin = nullptr);
+  /// A copy of Op node `n` over new operands (same operand types).
+  Node *rebuild(Node *n, ArrayRef<Node *> operands);
+  Node *makeReduce(StringRef combiner, Node *init, Node *body,
+                   ArrayRef<unsigned> dims, Type type, Operation *origin);
+
+  unsigned rank() const { return extents.size(); }
+  MLIRContext *getContext() const { return ctx; }
+  ArrayRef<int64_t> getExtents() const { return extents; }
+
+  /// Ops whose results were looked through (the candidate chain).
+  llvm::SetVector<Operation *> visited;
+
+private:
+  Node *traceLinalg(linalg::LinalgOp op, OpResult res, AffineMap view);
+  Node *traceSoftmax(linalg::SoftmaxOp op, AffineMap view);
+  Node *leaf(Value v, AffineMap view);
+
+  MLIRContext *ctx;
+  SmallVector<int64_t> extents;
+  std::vector<std::unique_ptr<Node>> arena;
+  DenseMap<std::pair<Value, AffineMap>, Node *> memo;
+};
+
+//===- Node utilities (ScoreTrace.cpp) ------------------------------------===//
+bool structurallyEqual(const Node *a, const Node *b);
+bool containsKind(const Node *n, Node::Kind kind);
+/// Whether `n` reads a value produced by `op` anywhere.
+bool readsFrom(const Node *n, Operation *op);
+/// The first op in `n` (pre-order) that is an Op node named `name`.
+const Node *findOp(const Node *n, StringRef name);
+/// Looks through extf/truncf.
+Node *stripCasts(Node *n);
+/// Removes the identity residues x*1, 1*x, x/1, x+0, 0+x, x-0.
+Node *simplifyIdentities(ScoreTracer &t, Node *n);
+/// Short printable description of a node for remarks.
+std::string describe(const Node *n);
+
+//===- Contractions (Contraction.cpp) -------------------------------------===//
+/// A contraction: two inputs, one init, reduction loops, body acc + a * b
+/// (possibly with extf on the inputs). Classified from the maps, never from
+/// the op name or the loop order.
+bool isContraction(linalg::LinalgOp op);
+/// Whether the init of `op` is all zeros.
+bool hasZeroInit(linalg::LinalgOp op);
+
+/// An operand as the fused op wants it: result dim t is `value` dim perm[t].
+struct OperandView {
+  Value value;
+  SmallVector<int64_t> perm;
+};
+/// Looks through transposes (linalg.transpose, permutation generics) and,
+/// when `scale` is given, splat multiplies/divides, which it folds into
+/// `*scale`. Ops looked through are added to `seen`.
+OperandView lookThroughOperand(Value v, ArrayRef<int64_t> perm, double *scale,
+                               llvm::SetVector<Operation *> &seen);
+/// The tensor for `view`: its value, transposed when `perm` is not identity.
+Value materializeOperand(RewriterBase &rewriter, Location loc,
+                         const OperandView &view);
+/// If `x` is a repeat-interleave of fewer heads along dim `headDim` (each
+/// source head repeated G times in a row: collapse of a broadcast over an
+/// inner unit dim), returns the source (same rank, fewer heads) and G. A
+/// tile-order repeat (h reads h mod Hkv) is not grouped-query attention and
+/// gives nullopt, so the caller keeps it materialised.
+std::optional<std::pair<Value, int64_t>>
+peelRepeatInterleave(RewriterBase &rewriter, Location loc, Value x,
+                     int64_t headDim);
+
+//===- Softmax (Softmax.cpp) ----------------------------------------------===//
+struct SoftmaxMatch {
+  Node *scores = nullptr; // X: what the softmax normalises
+  bool subtractsMax = false;
+  bool lseForm = false;
+};
+/// Recognises `p` as softmax over score dim j of some X.
+FailureOr<SoftmaxMatch> matchSoftmax(ScoreTracer &t, Node *p, Refusal &why,
+                                     Operation *fallback);
+
+//===- Score modification (ScoreMod.cpp) ----------------------------------===//
+struct ScoreModPlan {
+  double scale = 1.0;
+  MaskAttr mask;          // null: none
+  Node *body = nullptr;   // null: identity score_mod
+  Node *scoreLeaf = nullptr; // the node standing for scale * q.k
+};
+/// Splits the pre-softmax expression `x` over the score leaf `s` into the
+/// structured mask, the scale and what remains as score_mod.
+FailureOr<ScoreModPlan> planScoreMod(ScoreTracer &t, Node *x, Node *s,
+                                     int64_t lq, int64_t lk, Refusal &why,
+                                     Operation *fallback);
+/// The tensors a score_mod reads: `keys` are the traced values (tensors, or
+/// scalars wrapped into 0-d tensors in `operands`), in capture order.
+struct CaptureList {
+  SmallVector<Value> keys;
+  SmallVector<Value> operands;
+};
+/// Collects the captures `plan.body` needs; scalars are wrapped (created at
+/// the rewriter's insertion point).
+LogicalResult collectCaptures(RewriterBase &rewriter, Location loc,
+                              const ScoreModPlan &plan, CaptureList &captures,
+                              Refusal &why, Operation *fallback);
+/// Builds the score_mod region of `op` from `plan.body`.
+LogicalResult buildScoreModRegion(RewriterBase &rewriter, AttentionOp op,
+                                  const ScoreModPlan &plan,
+                                  const CaptureList &captures, unsigned rank);
+
+} // namespace mlir::flash::raise
+
+#endif // FLASH_LIB_TRANSFORMS_RAISEATTENTION_RAISEATTENTIONIMPL_H
