@@ -258,7 +258,8 @@ bool Raiser::run(linalg::LinalgOp pv) {
     }
   if (!isSupportedFloat(getElementTypeOrSelf(qk->getResult(0).getType())) &&
       !getElementTypeOrSelf(qk->getResult(0).getType()).isF64()) {
-    why = {qkOp, "the first matmul is not a floating-point contraction"};
+    why = {qkOp, "the first matmul is an integer contraction (quantized attention); "
+                 "flash.attention takes bf16, f16 or f32 operands"};
     return fail();
   }
 
@@ -344,6 +345,12 @@ bool Raiser::run(linalg::LinalgOp pv) {
                                          *kPerm, &scale, seen);
   OperandView vView = lookThroughOperand(pv.getDpsInputs()[1 - layout.pOperand],
                                          *vPerm, nullptr, seen);
+  if (!isSupportedFloat(getElementTypeOrSelf(qView.value.getType())) ||
+      !isSupportedFloat(getElementTypeOrSelf(kView.value.getType())) ||
+      !isSupportedFloat(getElementTypeOrSelf(vView.value.getType()))) {
+    why = {qkOp, "Q, K or V has elements that are not bf16, f16 or f32"};
+    return fail();
+  }
   if (nb > 0) {
     auto kg = peelRepeatInterleave(rw, loc, kView.value, kView.perm[nb - 1]);
     auto vg = peelRepeatInterleave(rw, loc, vView.value, vView.perm[nb - 1]);
@@ -358,10 +365,6 @@ bool Raiser::run(linalg::LinalgOp pv) {
   Type qe = getElementTypeOrSelf(q.getType()),
        ke = getElementTypeOrSelf(k.getType()),
        ve = getElementTypeOrSelf(v.getType());
-  if (!isSupportedFloat(qe) || !isSupportedFloat(ke) || !isSupportedFloat(ve)) {
-    why = {qkOp, "Q, K or V has elements that are not bf16, f16 or f32"};
-    return fail();
-  }
   if (qe != ke || qe != ve) {
     // Mixed inputs meet in the widest type, as the matmuls' extf did.
     Type wide = rw.getF32Type();

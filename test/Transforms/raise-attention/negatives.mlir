@@ -1,0 +1,672 @@
+// Look-alikes that must not become flash.attention, each with the remark
+// that explains which link of the chain broke. Shapes: Lq = 10, Lk = 12,
+// D = 16, Dv = 8.
+// RUN: flash-opt %s -split-input-file --flash-raise-attention=remarks=true -verify-diagnostics
+// RUN: flash-opt %s -split-input-file --flash-raise-attention | FileCheck %s --implicit-check-not=flash.attention
+
+// CHECK-LABEL: func @softmax_over_query_axis
+// Softmax over the query axis (rocMLIR's column softmax) while PV contracts
+// the key axis.
+func.func @softmax_over_query_axis(%q: tensor<2x10x16xf32>, %k: tensor<2x12x16xf32>, %v: tensor<2x12x8xf32>) -> tensor<2x10x8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %qk_e = tensor.empty() : tensor<2x10x12xf32>
+  %qk_f = linalg.fill ins(%zero : f32) outs(%qk_e : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %s = linalg.batch_matmul indexing_maps = [
+      affine_map<(b, i, j, d) -> (b, i, d)>, affine_map<(b, i, j, d) -> (b, j, d)>,
+      affine_map<(b, i, j, d) -> (b, i, j)>]
+      ins(%q, %k : tensor<2x10x16xf32>, tensor<2x12x16xf32>) outs(%qk_f : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %sm_e = tensor.empty() : tensor<2x10x12xf32>
+  // expected-remark @+1 {{attention not raised: softmax max reduces over the query axis, but the second matmul contracts the key axis}}
+  %p = linalg.softmax dimension(1) ins(%s : tensor<2x10x12xf32>) outs(%sm_e : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %pv_e = tensor.empty() : tensor<2x10x8xf32>
+  %pv_f = linalg.fill ins(%zero : f32) outs(%pv_e : tensor<2x10x8xf32>) -> tensor<2x10x8xf32>
+  %o = linalg.batch_matmul ins(%p, %v : tensor<2x10x12xf32>, tensor<2x12x8xf32>) outs(%pv_f : tensor<2x10x8xf32>) -> tensor<2x10x8xf32>
+  return %o : tensor<2x10x8xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func @pv_contracts_query_axis
+// The second matmul contracts the query axis (Pᵀ·V) of a key-axis softmax.
+func.func @pv_contracts_query_axis(%q: tensor<2x10x16xf32>, %k: tensor<2x12x16xf32>, %v: tensor<2x12x8xf32>, %vq: tensor<2x10x8xf32>) -> tensor<2x12x8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %qk_e = tensor.empty() : tensor<2x10x12xf32>
+  %qk_f = linalg.fill ins(%zero : f32) outs(%qk_e : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %s = linalg.batch_matmul indexing_maps = [
+      affine_map<(b, i, j, d) -> (b, i, d)>, affine_map<(b, i, j, d) -> (b, j, d)>,
+      affine_map<(b, i, j, d) -> (b, i, j)>]
+      ins(%q, %k : tensor<2x10x16xf32>, tensor<2x12x16xf32>) outs(%qk_f : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %sm_e = tensor.empty() : tensor<2x10x12xf32>
+  // expected-remark @+1 {{attention not raised: softmax max reduces over the query axis, but the second matmul contracts the key axis}}
+  %p = linalg.softmax dimension(2) ins(%s : tensor<2x10x12xf32>) outs(%sm_e : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %pv_e = tensor.empty() : tensor<2x12x8xf32>
+  %pv_f = linalg.fill ins(%zero : f32) outs(%pv_e : tensor<2x12x8xf32>) -> tensor<2x12x8xf32>
+  %o = linalg.batch_matmul indexing_maps = [
+      affine_map<(b, j, e, i) -> (b, i, j)>, affine_map<(b, j, e, i) -> (b, i, e)>,
+      affine_map<(b, j, e, i) -> (b, j, e)>]
+      ins(%p, %vq : tensor<2x10x12xf32>, tensor<2x10x8xf32>) outs(%pv_f : tensor<2x12x8xf32>) -> tensor<2x12x8xf32>
+  return %o : tensor<2x12x8xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func @scores_have_other_user
+// The raw scores are also returned.
+func.func @scores_have_other_user(%q: tensor<2x10x16xf32>, %k: tensor<2x12x16xf32>, %v: tensor<2x12x8xf32>) -> (tensor<2x10x8xf32>, tensor<2x10x12xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %qk_e = tensor.empty() : tensor<2x10x12xf32>
+  %qk_f = linalg.fill ins(%zero : f32) outs(%qk_e : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  // expected-remark @+1 {{attention not raised: an intermediate of the attention (result of 'linalg.batch_matmul') is also used by 'func.return' outside the chain}}
+  %s = linalg.batch_matmul indexing_maps = [
+      affine_map<(b, i, j, d) -> (b, i, d)>, affine_map<(b, i, j, d) -> (b, j, d)>,
+      affine_map<(b, i, j, d) -> (b, i, j)>]
+      ins(%q, %k : tensor<2x10x16xf32>, tensor<2x12x16xf32>) outs(%qk_f : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %sm_e = tensor.empty() : tensor<2x10x12xf32>
+  %p = linalg.softmax dimension(2) ins(%s : tensor<2x10x12xf32>) outs(%sm_e : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %pv_e = tensor.empty() : tensor<2x10x8xf32>
+  %pv_f = linalg.fill ins(%zero : f32) outs(%pv_e : tensor<2x10x8xf32>) -> tensor<2x10x8xf32>
+  %o = linalg.batch_matmul ins(%p, %v : tensor<2x10x12xf32>, tensor<2x12x8xf32>) outs(%pv_f : tensor<2x10x8xf32>) -> tensor<2x10x8xf32>
+  return %o, %s : tensor<2x10x8xf32>, tensor<2x10x12xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func @probabilities_returned
+// The attention weights are returned (output_attentions).
+func.func @probabilities_returned(%q: tensor<2x10x16xf32>, %k: tensor<2x12x16xf32>, %v: tensor<2x12x8xf32>) -> (tensor<2x10x8xf32>, tensor<2x10x12xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %qk_e = tensor.empty() : tensor<2x10x12xf32>
+  %qk_f = linalg.fill ins(%zero : f32) outs(%qk_e : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %s = linalg.batch_matmul indexing_maps = [
+      affine_map<(b, i, j, d) -> (b, i, d)>, affine_map<(b, i, j, d) -> (b, j, d)>,
+      affine_map<(b, i, j, d) -> (b, i, j)>]
+      ins(%q, %k : tensor<2x10x16xf32>, tensor<2x12x16xf32>) outs(%qk_f : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %sm_e = tensor.empty() : tensor<2x10x12xf32>
+  // expected-remark @+1 {{attention not raised: an intermediate of the attention (result of 'linalg.softmax') is also used by 'func.return'}}
+  %p = linalg.softmax dimension(2) ins(%s : tensor<2x10x12xf32>) outs(%sm_e : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %pv_e = tensor.empty() : tensor<2x10x8xf32>
+  %pv_f = linalg.fill ins(%zero : f32) outs(%pv_e : tensor<2x10x8xf32>) -> tensor<2x10x8xf32>
+  %o = linalg.batch_matmul ins(%p, %v : tensor<2x10x12xf32>, tensor<2x12x8xf32>) outs(%pv_f : tensor<2x10x8xf32>) -> tensor<2x10x8xf32>
+  return %o, %p : tensor<2x10x8xf32>, tensor<2x10x12xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func @row_max_has_other_user
+// The row max is also returned.
+func.func @row_max_has_other_user(%q: tensor<2x10x16xf32>, %k: tensor<2x12x16xf32>, %v: tensor<2x12x8xf32>) -> (tensor<2x10x8xf32>, tensor<2x10xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %qk_e = tensor.empty() : tensor<2x10x12xf32>
+  %qk_f = linalg.fill ins(%zero : f32) outs(%qk_e : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %s = linalg.batch_matmul indexing_maps = [
+      affine_map<(b, i, j, d) -> (b, i, d)>, affine_map<(b, i, j, d) -> (b, j, d)>,
+      affine_map<(b, i, j, d) -> (b, i, j)>]
+      ins(%q, %k : tensor<2x10x16xf32>, tensor<2x12x16xf32>) outs(%qk_f : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %max_e = tensor.empty() : tensor<2x10xf32>
+  %max_ef = linalg.fill ins(%ninf : f32) outs(%max_e : tensor<2x10xf32>) -> tensor<2x10xf32>
+  // expected-remark @+1 {{attention not raised: an intermediate of the attention (result of 'linalg.generic') is also used by 'func.return'}}
+  %max = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b)>], iterator_types = ["parallel", "parallel", "reduction"]} ins(%s : tensor<2x10x12xf32>) outs(%max_ef : tensor<2x10xf32>) {
+  ^bb0(%x0: f32, %acc: f32):
+    %r = arith.maximumf %x0, %acc : f32
+    linalg.yield %r : f32
+  } -> tensor<2x10xf32>
+  %sub_e = tensor.empty() : tensor<2x10x12xf32>
+  %sub = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b)>, affine_map<(a, b, c) -> (a, b, c)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%s, %max : tensor<2x10x12xf32>, tensor<2x10xf32>) outs(%sub_e : tensor<2x10x12xf32>) {
+  ^bb0(%x0: f32, %x1: f32, %o: f32):
+    %y = arith.subf %x0, %x1 : f32
+    linalg.yield %y : f32
+  } -> tensor<2x10x12xf32>
+  %exp_e = tensor.empty() : tensor<2x10x12xf32>
+  %exp = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b, c)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%sub : tensor<2x10x12xf32>) outs(%exp_e : tensor<2x10x12xf32>) {
+  ^bb0(%x0: f32, %o: f32):
+    %y = math.exp %x0 : f32
+    linalg.yield %y : f32
+  } -> tensor<2x10x12xf32>
+  %sum_e = tensor.empty() : tensor<2x10xf32>
+  %sum_ef = linalg.fill ins(%zero : f32) outs(%sum_e : tensor<2x10xf32>) -> tensor<2x10xf32>
+  %sum = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b)>], iterator_types = ["parallel", "parallel", "reduction"]} ins(%exp : tensor<2x10x12xf32>) outs(%sum_ef : tensor<2x10xf32>) {
+  ^bb0(%x0: f32, %acc: f32):
+    %r = arith.addf %x0, %acc : f32
+    linalg.yield %r : f32
+  } -> tensor<2x10xf32>
+  %p_e = tensor.empty() : tensor<2x10x12xf32>
+  %p = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b)>, affine_map<(a, b, c) -> (a, b, c)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%exp, %sum : tensor<2x10x12xf32>, tensor<2x10xf32>) outs(%p_e : tensor<2x10x12xf32>) {
+  ^bb0(%x0: f32, %x1: f32, %o: f32):
+    %y = arith.divf %x0, %x1 : f32
+    linalg.yield %y : f32
+  } -> tensor<2x10x12xf32>
+  %pv_e = tensor.empty() : tensor<2x10x8xf32>
+  %pv_f = linalg.fill ins(%zero : f32) outs(%pv_e : tensor<2x10x8xf32>) -> tensor<2x10x8xf32>
+  %o = linalg.batch_matmul ins(%p, %v : tensor<2x10x12xf32>, tensor<2x12x8xf32>) outs(%pv_f : tensor<2x10x8xf32>) -> tensor<2x10x8xf32>
+  return %o, %max : tensor<2x10x8xf32>, tensor<2x10xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func @no_second_matmul
+// QKᵀ and softmax without a second matmul: no candidate, nothing to say.
+func.func @no_second_matmul(%q: tensor<2x10x16xf32>, %k: tensor<2x12x16xf32>, %v: tensor<2x12x8xf32>) -> tensor<2x10x12xf32> {
+  %zero = arith.constant 0.0 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %qk_e = tensor.empty() : tensor<2x10x12xf32>
+  %qk_f = linalg.fill ins(%zero : f32) outs(%qk_e : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %s = linalg.batch_matmul indexing_maps = [
+      affine_map<(b, i, j, d) -> (b, i, d)>, affine_map<(b, i, j, d) -> (b, j, d)>,
+      affine_map<(b, i, j, d) -> (b, i, j)>]
+      ins(%q, %k : tensor<2x10x16xf32>, tensor<2x12x16xf32>) outs(%qk_f : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %sm_e = tensor.empty() : tensor<2x10x12xf32>
+  %p = linalg.softmax dimension(2) ins(%s : tensor<2x10x12xf32>) outs(%sm_e : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  return %p : tensor<2x10x12xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func @partial_softmax_no_sum
+// Partial softmax: exp(s - max) without the normalising sum.
+func.func @partial_softmax_no_sum(%q: tensor<2x10x16xf32>, %k: tensor<2x12x16xf32>, %v: tensor<2x12x8xf32>) -> tensor<2x10x8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %qk_e = tensor.empty() : tensor<2x10x12xf32>
+  %qk_f = linalg.fill ins(%zero : f32) outs(%qk_e : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %s = linalg.batch_matmul indexing_maps = [
+      affine_map<(b, i, j, d) -> (b, i, d)>, affine_map<(b, i, j, d) -> (b, j, d)>,
+      affine_map<(b, i, j, d) -> (b, i, j)>]
+      ins(%q, %k : tensor<2x10x16xf32>, tensor<2x12x16xf32>) outs(%qk_f : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %max_e = tensor.empty() : tensor<2x10xf32>
+  %max_ef = linalg.fill ins(%ninf : f32) outs(%max_e : tensor<2x10xf32>) -> tensor<2x10xf32>
+  %max = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b)>], iterator_types = ["parallel", "parallel", "reduction"]} ins(%s : tensor<2x10x12xf32>) outs(%max_ef : tensor<2x10xf32>) {
+  ^bb0(%x0: f32, %acc: f32):
+    %r = arith.maximumf %x0, %acc : f32
+    linalg.yield %r : f32
+  } -> tensor<2x10xf32>
+  %p_e = tensor.empty() : tensor<2x10x12xf32>
+  // expected-remark @+1 {{attention not raised: partial softmax: the exponentials are not normalised by their row sum}}
+  %p = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b)>, affine_map<(a, b, c) -> (a, b, c)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%s, %max : tensor<2x10x12xf32>, tensor<2x10xf32>) outs(%p_e : tensor<2x10x12xf32>) {
+  ^bb0(%x0: f32, %x1: f32, %o: f32):
+    %y = arith.subf %x0, %x1 : f32
+    %z = math.exp %y : f32
+    linalg.yield %z : f32
+  } -> tensor<2x10x12xf32>
+  %pv_e = tensor.empty() : tensor<2x10x8xf32>
+  %pv_f = linalg.fill ins(%zero : f32) outs(%pv_e : tensor<2x10x8xf32>) -> tensor<2x10x8xf32>
+  %o = linalg.batch_matmul ins(%p, %v : tensor<2x10x12xf32>, tensor<2x12x8xf32>) outs(%pv_f : tensor<2x10x8xf32>) -> tensor<2x10x8xf32>
+  return %o : tensor<2x10x8xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func @max_init_zero
+// The row max starts from 0: a ReLU-like clamp, not a max.
+func.func @max_init_zero(%q: tensor<2x10x16xf32>, %k: tensor<2x12x16xf32>, %v: tensor<2x12x8xf32>) -> tensor<2x10x8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %qk_e = tensor.empty() : tensor<2x10x12xf32>
+  %qk_f = linalg.fill ins(%zero : f32) outs(%qk_e : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %s = linalg.batch_matmul indexing_maps = [
+      affine_map<(b, i, j, d) -> (b, i, d)>, affine_map<(b, i, j, d) -> (b, j, d)>,
+      affine_map<(b, i, j, d) -> (b, i, j)>]
+      ins(%q, %k : tensor<2x10x16xf32>, tensor<2x12x16xf32>) outs(%qk_f : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %max_e = tensor.empty() : tensor<2x10xf32>
+  %max_ef = linalg.fill ins(%zero : f32) outs(%max_e : tensor<2x10xf32>) -> tensor<2x10xf32>
+  // expected-remark @+1 {{attention not raised: softmax max starts from a constant that is not -inf, the lowest value, or NaN with maxnumf: it clamps the scores}}
+  %max = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b)>], iterator_types = ["parallel", "parallel", "reduction"]} ins(%s : tensor<2x10x12xf32>) outs(%max_ef : tensor<2x10xf32>) {
+  ^bb0(%x0: f32, %acc: f32):
+    %r = arith.maximumf %x0, %acc : f32
+    linalg.yield %r : f32
+  } -> tensor<2x10xf32>
+  %sub_e = tensor.empty() : tensor<2x10x12xf32>
+  %sub = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b)>, affine_map<(a, b, c) -> (a, b, c)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%s, %max : tensor<2x10x12xf32>, tensor<2x10xf32>) outs(%sub_e : tensor<2x10x12xf32>) {
+  ^bb0(%x0: f32, %x1: f32, %o: f32):
+    %y = arith.subf %x0, %x1 : f32
+    linalg.yield %y : f32
+  } -> tensor<2x10x12xf32>
+  %exp_e = tensor.empty() : tensor<2x10x12xf32>
+  %exp = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b, c)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%sub : tensor<2x10x12xf32>) outs(%exp_e : tensor<2x10x12xf32>) {
+  ^bb0(%x0: f32, %o: f32):
+    %y = math.exp %x0 : f32
+    linalg.yield %y : f32
+  } -> tensor<2x10x12xf32>
+  %sum_e = tensor.empty() : tensor<2x10xf32>
+  %sum_ef = linalg.fill ins(%zero : f32) outs(%sum_e : tensor<2x10xf32>) -> tensor<2x10xf32>
+  %sum = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b)>], iterator_types = ["parallel", "parallel", "reduction"]} ins(%exp : tensor<2x10x12xf32>) outs(%sum_ef : tensor<2x10xf32>) {
+  ^bb0(%x0: f32, %acc: f32):
+    %r = arith.addf %x0, %acc : f32
+    linalg.yield %r : f32
+  } -> tensor<2x10xf32>
+  %p_e = tensor.empty() : tensor<2x10x12xf32>
+  %p = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b)>, affine_map<(a, b, c) -> (a, b, c)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%exp, %sum : tensor<2x10x12xf32>, tensor<2x10xf32>) outs(%p_e : tensor<2x10x12xf32>) {
+  ^bb0(%x0: f32, %x1: f32, %o: f32):
+    %y = arith.divf %x0, %x1 : f32
+    linalg.yield %y : f32
+  } -> tensor<2x10x12xf32>
+  %pv_e = tensor.empty() : tensor<2x10x8xf32>
+  %pv_f = linalg.fill ins(%zero : f32) outs(%pv_e : tensor<2x10x8xf32>) -> tensor<2x10x8xf32>
+  %o = linalg.batch_matmul ins(%p, %v : tensor<2x10x12xf32>, tensor<2x12x8xf32>) outs(%pv_f : tensor<2x10x8xf32>) -> tensor<2x10x8xf32>
+  return %o : tensor<2x10x8xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func @sum_init_one
+// The row sum starts from 1.
+func.func @sum_init_one(%q: tensor<2x10x16xf32>, %k: tensor<2x12x16xf32>, %v: tensor<2x12x8xf32>) -> tensor<2x10x8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %one = arith.constant 1.0 : f32
+  %qk_e = tensor.empty() : tensor<2x10x12xf32>
+  %qk_f = linalg.fill ins(%zero : f32) outs(%qk_e : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %s = linalg.batch_matmul indexing_maps = [
+      affine_map<(b, i, j, d) -> (b, i, d)>, affine_map<(b, i, j, d) -> (b, j, d)>,
+      affine_map<(b, i, j, d) -> (b, i, j)>]
+      ins(%q, %k : tensor<2x10x16xf32>, tensor<2x12x16xf32>) outs(%qk_f : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %max_e = tensor.empty() : tensor<2x10xf32>
+  %max_ef = linalg.fill ins(%ninf : f32) outs(%max_e : tensor<2x10xf32>) -> tensor<2x10xf32>
+  %max = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b)>], iterator_types = ["parallel", "parallel", "reduction"]} ins(%s : tensor<2x10x12xf32>) outs(%max_ef : tensor<2x10xf32>) {
+  ^bb0(%x0: f32, %acc: f32):
+    %r = arith.maximumf %x0, %acc : f32
+    linalg.yield %r : f32
+  } -> tensor<2x10xf32>
+  %sub_e = tensor.empty() : tensor<2x10x12xf32>
+  %sub = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b)>, affine_map<(a, b, c) -> (a, b, c)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%s, %max : tensor<2x10x12xf32>, tensor<2x10xf32>) outs(%sub_e : tensor<2x10x12xf32>) {
+  ^bb0(%x0: f32, %x1: f32, %o: f32):
+    %y = arith.subf %x0, %x1 : f32
+    linalg.yield %y : f32
+  } -> tensor<2x10x12xf32>
+  %exp_e = tensor.empty() : tensor<2x10x12xf32>
+  %exp = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b, c)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%sub : tensor<2x10x12xf32>) outs(%exp_e : tensor<2x10x12xf32>) {
+  ^bb0(%x0: f32, %o: f32):
+    %y = math.exp %x0 : f32
+    linalg.yield %y : f32
+  } -> tensor<2x10x12xf32>
+  %sum_e = tensor.empty() : tensor<2x10xf32>
+  %sum_ef = linalg.fill ins(%one : f32) outs(%sum_e : tensor<2x10xf32>) -> tensor<2x10xf32>
+  // expected-remark @+1 {{attention not raised: softmax sum starts from a constant, not 0}}
+  %sum = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b)>], iterator_types = ["parallel", "parallel", "reduction"]} ins(%exp : tensor<2x10x12xf32>) outs(%sum_ef : tensor<2x10xf32>) {
+  ^bb0(%x0: f32, %acc: f32):
+    %r = arith.addf %x0, %acc : f32
+    linalg.yield %r : f32
+  } -> tensor<2x10xf32>
+  %p_e = tensor.empty() : tensor<2x10x12xf32>
+  %p = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b)>, affine_map<(a, b, c) -> (a, b, c)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%exp, %sum : tensor<2x10x12xf32>, tensor<2x10xf32>) outs(%p_e : tensor<2x10x12xf32>) {
+  ^bb0(%x0: f32, %x1: f32, %o: f32):
+    %y = arith.divf %x0, %x1 : f32
+    linalg.yield %y : f32
+  } -> tensor<2x10x12xf32>
+  %pv_e = tensor.empty() : tensor<2x10x8xf32>
+  %pv_f = linalg.fill ins(%zero : f32) outs(%pv_e : tensor<2x10x8xf32>) -> tensor<2x10x8xf32>
+  %o = linalg.batch_matmul ins(%p, %v : tensor<2x10x12xf32>, tensor<2x12x8xf32>) outs(%pv_f : tensor<2x10x8xf32>) -> tensor<2x10x8xf32>
+  return %o : tensor<2x10x8xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func @mask_after_softmax
+// A boolean mask applied to the probabilities (after the softmax).
+func.func @mask_after_softmax(%q: tensor<2x10x16xf32>, %k: tensor<2x12x16xf32>, %v: tensor<2x12x8xf32>, %mask: tensor<2x10x12xi1>) -> tensor<2x10x8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %qk_e = tensor.empty() : tensor<2x10x12xf32>
+  %qk_f = linalg.fill ins(%zero : f32) outs(%qk_e : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %s = linalg.batch_matmul indexing_maps = [
+      affine_map<(b, i, j, d) -> (b, i, d)>, affine_map<(b, i, j, d) -> (b, j, d)>,
+      affine_map<(b, i, j, d) -> (b, i, j)>]
+      ins(%q, %k : tensor<2x10x16xf32>, tensor<2x12x16xf32>) outs(%qk_f : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %sm_e = tensor.empty() : tensor<2x10x12xf32>
+  %p = linalg.softmax dimension(2) ins(%s : tensor<2x10x12xf32>) outs(%sm_e : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %pm_e = tensor.empty() : tensor<2x10x12xf32>
+  // expected-remark @+1 {{attention not raised: a select between the softmax and the second matmul: a mask after the softmax or dropout}}
+  %pm = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b, c)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%p, %mask : tensor<2x10x12xf32>, tensor<2x10x12xi1>) outs(%pm_e : tensor<2x10x12xf32>) {
+  ^bb0(%x0: f32, %m: i1, %o: f32):
+    %y = arith.select %m, %x0, %zero : f32
+    linalg.yield %y : f32
+  } -> tensor<2x10x12xf32>
+  %pv_e = tensor.empty() : tensor<2x10x8xf32>
+  %pv_f = linalg.fill ins(%zero : f32) outs(%pv_e : tensor<2x10x8xf32>) -> tensor<2x10x8xf32>
+  %o = linalg.batch_matmul ins(%pm, %v : tensor<2x10x12xf32>, tensor<2x12x8xf32>) outs(%pv_f : tensor<2x10x8xf32>) -> tensor<2x10x8xf32>
+  return %o : tensor<2x10x8xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func @multiplicative_mask_after_softmax
+// A multiplicative 0/1 mask on the probabilities.
+func.func @multiplicative_mask_after_softmax(%q: tensor<2x10x16xf32>, %k: tensor<2x12x16xf32>, %v: tensor<2x12x8xf32>, %mask: tensor<2x10x12xf32>) -> tensor<2x10x8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %qk_e = tensor.empty() : tensor<2x10x12xf32>
+  %qk_f = linalg.fill ins(%zero : f32) outs(%qk_e : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %s = linalg.batch_matmul indexing_maps = [
+      affine_map<(b, i, j, d) -> (b, i, d)>, affine_map<(b, i, j, d) -> (b, j, d)>,
+      affine_map<(b, i, j, d) -> (b, i, j)>]
+      ins(%q, %k : tensor<2x10x16xf32>, tensor<2x12x16xf32>) outs(%qk_f : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %sm_e = tensor.empty() : tensor<2x10x12xf32>
+  %p = linalg.softmax dimension(2) ins(%s : tensor<2x10x12xf32>) outs(%sm_e : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %pm_e = tensor.empty() : tensor<2x10x12xf32>
+  // expected-remark @+1 {{attention not raised: the second matmul reads a product that is not exp * 1/sum: a multiplicative mask or dropout after the softmax}}
+  %pm = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b, c)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%p, %mask : tensor<2x10x12xf32>, tensor<2x10x12xf32>) outs(%pm_e : tensor<2x10x12xf32>) {
+  ^bb0(%x0: f32, %x1: f32, %o: f32):
+    %y = arith.mulf %x0, %x1 : f32
+    linalg.yield %y : f32
+  } -> tensor<2x10x12xf32>
+  %pv_e = tensor.empty() : tensor<2x10x8xf32>
+  %pv_f = linalg.fill ins(%zero : f32) outs(%pv_e : tensor<2x10x8xf32>) -> tensor<2x10x8xf32>
+  %o = linalg.batch_matmul ins(%pm, %v : tensor<2x10x12xf32>, tensor<2x12x8xf32>) outs(%pv_f : tensor<2x10x8xf32>) -> tensor<2x10x8xf32>
+  return %o : tensor<2x10x8xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func @dropout_between_softmax_and_pv
+// Dropout with p = 0.2 between the softmax and PV (training).
+func.func @dropout_between_softmax_and_pv(%q: tensor<2x10x16xf32>, %k: tensor<2x12x16xf32>, %v: tensor<2x12x8xf32>, %keep: tensor<2x10x12xi1>) -> tensor<2x10x8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %qk_e = tensor.empty() : tensor<2x10x12xf32>
+  %qk_f = linalg.fill ins(%zero : f32) outs(%qk_e : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %s = linalg.batch_matmul indexing_maps = [
+      affine_map<(b, i, j, d) -> (b, i, d)>, affine_map<(b, i, j, d) -> (b, j, d)>,
+      affine_map<(b, i, j, d) -> (b, i, j)>]
+      ins(%q, %k : tensor<2x10x16xf32>, tensor<2x12x16xf32>) outs(%qk_f : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %sm_e = tensor.empty() : tensor<2x10x12xf32>
+  %p = linalg.softmax dimension(2) ins(%s : tensor<2x10x12xf32>) outs(%sm_e : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %keep_scale = arith.constant 1.25 : f32
+  %pm_e = tensor.empty() : tensor<2x10x12xf32>
+  // expected-remark @+1 {{attention not raised: a select between the softmax and the second matmul}}
+  %pm = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b, c)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%p, %keep : tensor<2x10x12xf32>, tensor<2x10x12xi1>) outs(%pm_e : tensor<2x10x12xf32>) {
+  ^bb0(%x0: f32, %m: i1, %o: f32):
+    %s1 = arith.mulf %x0, %keep_scale : f32
+    %y = arith.select %m, %s1, %zero : f32
+    linalg.yield %y : f32
+  } -> tensor<2x10x12xf32>
+  %pv_e = tensor.empty() : tensor<2x10x8xf32>
+  %pv_f = linalg.fill ins(%zero : f32) outs(%pv_e : tensor<2x10x8xf32>) -> tensor<2x10x8xf32>
+  %o = linalg.batch_matmul ins(%pm, %v : tensor<2x10x12xf32>, tensor<2x12x8xf32>) outs(%pv_f : tensor<2x10x8xf32>) -> tensor<2x10x8xf32>
+  return %o : tensor<2x10x8xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func @integer_qk_int8
+// Quantized attention: int8 Q and K with an i32 QKᵀ.
+func.func @integer_qk_int8(%qi: tensor<2x10x16xi8>, %ki: tensor<2x12x16xi8>, %v: tensor<2x12x8xf32>) -> tensor<2x10x8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %zi = arith.constant 0 : i32
+  %qk_e = tensor.empty() : tensor<2x10x12xi32>
+  %qk_f = linalg.fill ins(%zi : i32) outs(%qk_e : tensor<2x10x12xi32>) -> tensor<2x10x12xi32>
+  // expected-remark @+1 {{attention not raised: the first matmul is an integer contraction (quantized attention)}}
+  %si = linalg.generic {indexing_maps = [affine_map<(b, i, j, d) -> (b, i, d)>, affine_map<(b, i, j, d) -> (b, j, d)>, affine_map<(b, i, j, d) -> (b, i, j)>],
+      iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%qi, %ki : tensor<2x10x16xi8>, tensor<2x12x16xi8>) outs(%qk_f : tensor<2x10x12xi32>) {
+  ^bb0(%a: i8, %b: i8, %acc: i32):
+    %a32 = arith.extsi %a : i8 to i32
+    %b32 = arith.extsi %b : i8 to i32
+    %m = arith.muli %a32, %b32 : i32
+    %r = arith.addi %acc, %m : i32
+    linalg.yield %r : i32
+  } -> tensor<2x10x12xi32>
+  %sf_e = tensor.empty() : tensor<2x10x12xf32>
+  %s = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b, c)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%si : tensor<2x10x12xi32>) outs(%sf_e : tensor<2x10x12xf32>) {
+  ^bb0(%x: i32, %o: f32):
+    %f = arith.sitofp %x : i32 to f32
+    linalg.yield %f : f32
+  } -> tensor<2x10x12xf32>
+  %sm_e = tensor.empty() : tensor<2x10x12xf32>
+  %p = linalg.softmax dimension(2) ins(%s : tensor<2x10x12xf32>) outs(%sm_e : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %pv_e = tensor.empty() : tensor<2x10x8xf32>
+  %pv_f = linalg.fill ins(%zero : f32) outs(%pv_e : tensor<2x10x8xf32>) -> tensor<2x10x8xf32>
+  %o = linalg.batch_matmul ins(%p, %v : tensor<2x10x12xf32>, tensor<2x12x8xf32>) outs(%pv_f : tensor<2x10x8xf32>) -> tensor<2x10x8xf32>
+  return %o : tensor<2x10x8xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func @multi_axis_softmax
+// Softmax over both the query and the key axis (ONNX opset < 13 with axis = 1).
+func.func @multi_axis_softmax(%q: tensor<2x10x16xf32>, %k: tensor<2x12x16xf32>, %v: tensor<2x12x8xf32>) -> tensor<2x10x8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %qk_e = tensor.empty() : tensor<2x10x12xf32>
+  %qk_f = linalg.fill ins(%zero : f32) outs(%qk_e : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %s = linalg.batch_matmul indexing_maps = [
+      affine_map<(b, i, j, d) -> (b, i, d)>, affine_map<(b, i, j, d) -> (b, j, d)>,
+      affine_map<(b, i, j, d) -> (b, i, j)>]
+      ins(%q, %k : tensor<2x10x16xf32>, tensor<2x12x16xf32>) outs(%qk_f : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %max_e = tensor.empty() : tensor<2xf32>
+  %max_f = linalg.fill ins(%ninf : f32) outs(%max_e : tensor<2xf32>) -> tensor<2xf32>
+  // expected-remark @+1 {{attention not raised: softmax max reduces over 2 axes; only a single-axis softmax over the keys is attention}}
+  %max = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a)>], iterator_types = ["parallel", "reduction", "reduction"]} ins(%s : tensor<2x10x12xf32>) outs(%max_f : tensor<2xf32>) {
+  ^bb0(%x0: f32, %acc: f32):
+    %r = arith.maximumf %x0, %acc : f32
+    linalg.yield %r : f32
+  } -> tensor<2xf32>
+  %exp_e = tensor.empty() : tensor<2x10x12xf32>
+  %exp = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a)>, affine_map<(a, b, c) -> (a, b, c)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%s, %max : tensor<2x10x12xf32>, tensor<2xf32>) outs(%exp_e : tensor<2x10x12xf32>) {
+  ^bb0(%x0: f32, %x1: f32, %o: f32):
+    %y = arith.subf %x0, %x1 : f32
+    %z = math.exp %y : f32
+    linalg.yield %z : f32
+  } -> tensor<2x10x12xf32>
+  %sum_e = tensor.empty() : tensor<2xf32>
+  %sum_f = linalg.fill ins(%zero : f32) outs(%sum_e : tensor<2xf32>) -> tensor<2xf32>
+  %sum = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a)>], iterator_types = ["parallel", "reduction", "reduction"]} ins(%exp : tensor<2x10x12xf32>) outs(%sum_f : tensor<2xf32>) {
+  ^bb0(%x0: f32, %acc: f32):
+    %r = arith.addf %x0, %acc : f32
+    linalg.yield %r : f32
+  } -> tensor<2xf32>
+  %p_e = tensor.empty() : tensor<2x10x12xf32>
+  %p = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a)>, affine_map<(a, b, c) -> (a, b, c)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%exp, %sum : tensor<2x10x12xf32>, tensor<2xf32>) outs(%p_e : tensor<2x10x12xf32>) {
+  ^bb0(%x0: f32, %x1: f32, %o: f32):
+    %y = arith.divf %x0, %x1 : f32
+    linalg.yield %y : f32
+  } -> tensor<2x10x12xf32>
+  %pv_e = tensor.empty() : tensor<2x10x8xf32>
+  %pv_f = linalg.fill ins(%zero : f32) outs(%pv_e : tensor<2x10x8xf32>) -> tensor<2x10x8xf32>
+  %o = linalg.batch_matmul ins(%p, %v : tensor<2x10x12xf32>, tensor<2x12x8xf32>) outs(%pv_f : tensor<2x10x8xf32>) -> tensor<2x10x8xf32>
+  return %o : tensor<2x10x8xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func @max_of_a_different_tensor
+// The row max is taken over another tensor than the exponentiated scores.
+func.func @max_of_a_different_tensor(%q: tensor<2x10x16xf32>, %k: tensor<2x12x16xf32>, %v: tensor<2x12x8xf32>, %bias: tensor<2x10x12xf32>) -> tensor<2x10x8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %qk_e = tensor.empty() : tensor<2x10x12xf32>
+  %qk_f = linalg.fill ins(%zero : f32) outs(%qk_e : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %s = linalg.batch_matmul indexing_maps = [
+      affine_map<(b, i, j, d) -> (b, i, d)>, affine_map<(b, i, j, d) -> (b, j, d)>,
+      affine_map<(b, i, j, d) -> (b, i, j)>]
+      ins(%q, %k : tensor<2x10x16xf32>, tensor<2x12x16xf32>) outs(%qk_f : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %max_e = tensor.empty() : tensor<2x10xf32>
+  %max_ef = linalg.fill ins(%ninf : f32) outs(%max_e : tensor<2x10xf32>) -> tensor<2x10xf32>
+  %max = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b)>], iterator_types = ["parallel", "parallel", "reduction"]} ins(%bias : tensor<2x10x12xf32>) outs(%max_ef : tensor<2x10xf32>) {
+  ^bb0(%x0: f32, %acc: f32):
+    %r = arith.maximumf %x0, %acc : f32
+    linalg.yield %r : f32
+  } -> tensor<2x10xf32>
+  %exp_e = tensor.empty() : tensor<2x10x12xf32>
+  // expected-remark @+1 {{attention not raised: the row max is taken over a different tensor than the one exponentiated}}
+  %exp = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b)>, affine_map<(a, b, c) -> (a, b, c)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%s, %max : tensor<2x10x12xf32>, tensor<2x10xf32>) outs(%exp_e : tensor<2x10x12xf32>) {
+  ^bb0(%x0: f32, %x1: f32, %o: f32):
+    %y = arith.subf %x0, %x1 : f32
+    %z = math.exp %y : f32
+    linalg.yield %z : f32
+  } -> tensor<2x10x12xf32>
+  %sum_e = tensor.empty() : tensor<2x10xf32>
+  %sum_ef = linalg.fill ins(%zero : f32) outs(%sum_e : tensor<2x10xf32>) -> tensor<2x10xf32>
+  %sum = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b)>], iterator_types = ["parallel", "parallel", "reduction"]} ins(%exp : tensor<2x10x12xf32>) outs(%sum_ef : tensor<2x10xf32>) {
+  ^bb0(%x0: f32, %acc: f32):
+    %r = arith.addf %x0, %acc : f32
+    linalg.yield %r : f32
+  } -> tensor<2x10xf32>
+  %p_e = tensor.empty() : tensor<2x10x12xf32>
+  %p = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b)>, affine_map<(a, b, c) -> (a, b, c)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%exp, %sum : tensor<2x10x12xf32>, tensor<2x10xf32>) outs(%p_e : tensor<2x10x12xf32>) {
+  ^bb0(%x0: f32, %x1: f32, %o: f32):
+    %y = arith.divf %x0, %x1 : f32
+    linalg.yield %y : f32
+  } -> tensor<2x10x12xf32>
+  %pv_e = tensor.empty() : tensor<2x10x8xf32>
+  %pv_f = linalg.fill ins(%zero : f32) outs(%pv_e : tensor<2x10x8xf32>) -> tensor<2x10x8xf32>
+  %o = linalg.batch_matmul ins(%p, %v : tensor<2x10x12xf32>, tensor<2x12x8xf32>) outs(%pv_f : tensor<2x10x8xf32>) -> tensor<2x10x8xf32>
+  return %o : tensor<2x10x8xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func @pv_accumulates_into_residual
+// The second matmul accumulates into a residual instead of zeros.
+func.func @pv_accumulates_into_residual(%q: tensor<2x10x16xf32>, %k: tensor<2x12x16xf32>, %v: tensor<2x12x8xf32>, %res: tensor<2x10x8xf32>) -> tensor<2x10x8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %qk_e = tensor.empty() : tensor<2x10x12xf32>
+  %qk_f = linalg.fill ins(%zero : f32) outs(%qk_e : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %s = linalg.batch_matmul indexing_maps = [
+      affine_map<(b, i, j, d) -> (b, i, d)>, affine_map<(b, i, j, d) -> (b, j, d)>,
+      affine_map<(b, i, j, d) -> (b, i, j)>]
+      ins(%q, %k : tensor<2x10x16xf32>, tensor<2x12x16xf32>) outs(%qk_f : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %sm_e = tensor.empty() : tensor<2x10x12xf32>
+  %p = linalg.softmax dimension(2) ins(%s : tensor<2x10x12xf32>) outs(%sm_e : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  // expected-remark @+1 {{attention not raised: the second matmul accumulates into an init that is not zero}}
+  %o = linalg.batch_matmul ins(%p, %v : tensor<2x10x12xf32>, tensor<2x12x8xf32>) outs(%res : tensor<2x10x8xf32>) -> tensor<2x10x8xf32>
+  return %o : tensor<2x10x8xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func @row_min_instead_of_max
+// A row min subtracted instead of the row max.
+func.func @row_min_instead_of_max(%q: tensor<2x10x16xf32>, %k: tensor<2x12x16xf32>, %v: tensor<2x12x8xf32>) -> tensor<2x10x8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %pinf = arith.constant 0x7F800000 : f32
+  %qk_e = tensor.empty() : tensor<2x10x12xf32>
+  %qk_f = linalg.fill ins(%zero : f32) outs(%qk_e : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %s = linalg.batch_matmul indexing_maps = [
+      affine_map<(b, i, j, d) -> (b, i, d)>, affine_map<(b, i, j, d) -> (b, j, d)>,
+      affine_map<(b, i, j, d) -> (b, i, j)>]
+      ins(%q, %k : tensor<2x10x16xf32>, tensor<2x12x16xf32>) outs(%qk_f : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %max_e = tensor.empty() : tensor<2x10xf32>
+  %max_ef = linalg.fill ins(%pinf : f32) outs(%max_e : tensor<2x10xf32>) -> tensor<2x10xf32>
+  // expected-remark @+1 {{attention not raised: the reduction subtracted before exp is not a max (arith.minimumf)}}
+  %max = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b)>], iterator_types = ["parallel", "parallel", "reduction"]} ins(%s : tensor<2x10x12xf32>) outs(%max_ef : tensor<2x10xf32>) {
+  ^bb0(%x0: f32, %acc: f32):
+    %r = arith.minimumf %x0, %acc : f32
+    linalg.yield %r : f32
+  } -> tensor<2x10xf32>
+  %sub_e = tensor.empty() : tensor<2x10x12xf32>
+  %sub = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b)>, affine_map<(a, b, c) -> (a, b, c)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%s, %max : tensor<2x10x12xf32>, tensor<2x10xf32>) outs(%sub_e : tensor<2x10x12xf32>) {
+  ^bb0(%x0: f32, %x1: f32, %o: f32):
+    %y = arith.subf %x0, %x1 : f32
+    linalg.yield %y : f32
+  } -> tensor<2x10x12xf32>
+  %exp_e = tensor.empty() : tensor<2x10x12xf32>
+  %exp = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b, c)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%sub : tensor<2x10x12xf32>) outs(%exp_e : tensor<2x10x12xf32>) {
+  ^bb0(%x0: f32, %o: f32):
+    %y = math.exp %x0 : f32
+    linalg.yield %y : f32
+  } -> tensor<2x10x12xf32>
+  %sum_e = tensor.empty() : tensor<2x10xf32>
+  %sum_ef = linalg.fill ins(%zero : f32) outs(%sum_e : tensor<2x10xf32>) -> tensor<2x10xf32>
+  %sum = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b)>], iterator_types = ["parallel", "parallel", "reduction"]} ins(%exp : tensor<2x10x12xf32>) outs(%sum_ef : tensor<2x10xf32>) {
+  ^bb0(%x0: f32, %acc: f32):
+    %r = arith.addf %x0, %acc : f32
+    linalg.yield %r : f32
+  } -> tensor<2x10xf32>
+  %p_e = tensor.empty() : tensor<2x10x12xf32>
+  %p = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b)>, affine_map<(a, b, c) -> (a, b, c)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%exp, %sum : tensor<2x10x12xf32>, tensor<2x10xf32>) outs(%p_e : tensor<2x10x12xf32>) {
+  ^bb0(%x0: f32, %x1: f32, %o: f32):
+    %y = arith.divf %x0, %x1 : f32
+    linalg.yield %y : f32
+  } -> tensor<2x10x12xf32>
+  %pv_e = tensor.empty() : tensor<2x10x8xf32>
+  %pv_f = linalg.fill ins(%zero : f32) outs(%pv_e : tensor<2x10x8xf32>) -> tensor<2x10x8xf32>
+  %o = linalg.batch_matmul ins(%p, %v : tensor<2x10x12xf32>, tensor<2x12x8xf32>) outs(%pv_f : tensor<2x10x8xf32>) -> tensor<2x10x8xf32>
+  return %o : tensor<2x10x8xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func @denominator_sums_scores
+// The denominator sums the raw scores instead of the exponentials.
+func.func @denominator_sums_scores(%q: tensor<2x10x16xf32>, %k: tensor<2x12x16xf32>, %v: tensor<2x12x8xf32>) -> tensor<2x10x8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %qk_e = tensor.empty() : tensor<2x10x12xf32>
+  %qk_f = linalg.fill ins(%zero : f32) outs(%qk_e : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %s = linalg.batch_matmul indexing_maps = [
+      affine_map<(b, i, j, d) -> (b, i, d)>, affine_map<(b, i, j, d) -> (b, j, d)>,
+      affine_map<(b, i, j, d) -> (b, i, j)>]
+      ins(%q, %k : tensor<2x10x16xf32>, tensor<2x12x16xf32>) outs(%qk_f : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %max_e = tensor.empty() : tensor<2x10xf32>
+  %max_ef = linalg.fill ins(%ninf : f32) outs(%max_e : tensor<2x10xf32>) -> tensor<2x10xf32>
+  %max = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b)>], iterator_types = ["parallel", "parallel", "reduction"]} ins(%s : tensor<2x10x12xf32>) outs(%max_ef : tensor<2x10xf32>) {
+  ^bb0(%x0: f32, %acc: f32):
+    %r = arith.maximumf %x0, %acc : f32
+    linalg.yield %r : f32
+  } -> tensor<2x10xf32>
+  %exp_e = tensor.empty() : tensor<2x10x12xf32>
+  %exp = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b)>, affine_map<(a, b, c) -> (a, b, c)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%s, %max : tensor<2x10x12xf32>, tensor<2x10xf32>) outs(%exp_e : tensor<2x10x12xf32>) {
+  ^bb0(%x0: f32, %x1: f32, %o: f32):
+    %y = arith.subf %x0, %x1 : f32
+    %z = math.exp %y : f32
+    linalg.yield %z : f32
+  } -> tensor<2x10x12xf32>
+  %sum_e = tensor.empty() : tensor<2x10xf32>
+  %sum_ef = linalg.fill ins(%zero : f32) outs(%sum_e : tensor<2x10xf32>) -> tensor<2x10xf32>
+  // expected-remark @+1 {{attention not raised: the softmax denominator sums something other than the exponentials in the numerator}}
+  %sum = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b)>], iterator_types = ["parallel", "parallel", "reduction"]} ins(%s : tensor<2x10x12xf32>) outs(%sum_ef : tensor<2x10xf32>) {
+  ^bb0(%x0: f32, %acc: f32):
+    %r = arith.addf %x0, %acc : f32
+    linalg.yield %r : f32
+  } -> tensor<2x10xf32>
+  %p_e = tensor.empty() : tensor<2x10x12xf32>
+  %p = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b)>, affine_map<(a, b, c) -> (a, b, c)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%exp, %sum : tensor<2x10x12xf32>, tensor<2x10xf32>) outs(%p_e : tensor<2x10x12xf32>) {
+  ^bb0(%x0: f32, %x1: f32, %o: f32):
+    %y = arith.divf %x0, %x1 : f32
+    linalg.yield %y : f32
+  } -> tensor<2x10x12xf32>
+  %pv_e = tensor.empty() : tensor<2x10x8xf32>
+  %pv_f = linalg.fill ins(%zero : f32) outs(%pv_e : tensor<2x10x8xf32>) -> tensor<2x10x8xf32>
+  %o = linalg.batch_matmul ins(%p, %v : tensor<2x10x12xf32>, tensor<2x12x8xf32>) outs(%pv_f : tensor<2x10x8xf32>) -> tensor<2x10x8xf32>
+  return %o : tensor<2x10x8xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func @reduction_before_softmax
+// The scores are centred by a row reduction before the softmax: not elementwise.
+func.func @reduction_before_softmax(%q: tensor<2x10x16xf32>, %k: tensor<2x12x16xf32>, %v: tensor<2x12x8xf32>) -> tensor<2x10x8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %qk_e = tensor.empty() : tensor<2x10x12xf32>
+  %qk_f = linalg.fill ins(%zero : f32) outs(%qk_e : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %s = linalg.batch_matmul indexing_maps = [
+      affine_map<(b, i, j, d) -> (b, i, d)>, affine_map<(b, i, j, d) -> (b, j, d)>,
+      affine_map<(b, i, j, d) -> (b, i, j)>]
+      ins(%q, %k : tensor<2x10x16xf32>, tensor<2x12x16xf32>) outs(%qk_f : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %mean_e = tensor.empty() : tensor<2x10xf32>
+  %mean_ef = linalg.fill ins(%zero : f32) outs(%mean_e : tensor<2x10xf32>) -> tensor<2x10xf32>
+  // expected-remark @+1 {{attention not raised: the scores go through a reduction (a reduction by 'arith.addf') before the softmax, which is not elementwise}}
+  %mean = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b)>], iterator_types = ["parallel", "parallel", "reduction"]} ins(%s : tensor<2x10x12xf32>) outs(%mean_ef : tensor<2x10xf32>) {
+  ^bb0(%x0: f32, %acc: f32):
+    %r = arith.addf %x0, %acc : f32
+    linalg.yield %r : f32
+  } -> tensor<2x10xf32>
+  %c_e = tensor.empty() : tensor<2x10x12xf32>
+  %c = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b)>, affine_map<(a, b, c) -> (a, b, c)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%s, %mean : tensor<2x10x12xf32>, tensor<2x10xf32>) outs(%c_e : tensor<2x10x12xf32>) {
+  ^bb0(%x0: f32, %x1: f32, %o: f32):
+    %y = arith.subf %x0, %x1 : f32
+    linalg.yield %y : f32
+  } -> tensor<2x10x12xf32>
+  %sm_e = tensor.empty() : tensor<2x10x12xf32>
+  %p = linalg.softmax dimension(2) ins(%c : tensor<2x10x12xf32>) outs(%sm_e : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %pv_e = tensor.empty() : tensor<2x10x8xf32>
+  %pv_f = linalg.fill ins(%zero : f32) outs(%pv_e : tensor<2x10x8xf32>) -> tensor<2x10x8xf32>
+  %o = linalg.batch_matmul ins(%p, %v : tensor<2x10x12xf32>, tensor<2x12x8xf32>) outs(%pv_f : tensor<2x10x8xf32>) -> tensor<2x10x8xf32>
+  return %o : tensor<2x10x8xf32>
+}
