@@ -15,6 +15,7 @@ Usage: bench/cpu/bench.py [--flash-opt PATH] [--lengths 1024,...]
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -39,17 +40,21 @@ def child(args):
     lib = fcr.Library(args.child)
     rng = np.random.default_rng(0)
     inputs, _ = case.inputs(rng, args.length, args.length)
-    times = []
+    times, cpu = [], []
     if not args.no_call:
         reps = 3 if args.length <= 4096 else 1
         if args.length <= 4096:
             lib.call("attn", inputs, case.result_spec())  # warm-up
         for _ in range(reps):
+            r0 = resource.getrusage(resource.RUSAGE_SELF)
             t = time.perf_counter()
             out = lib.call("attn", inputs, case.result_spec())
             times.append(time.perf_counter() - t)
+            r1 = resource.getrusage(resource.RUSAGE_SELF)
+            cpu.append(r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime)
         assert not np.isnan(out[0]).any()
-    print(json.dumps({"time": min(times) if times else 0.0}))
+    print(json.dumps({"time": min(times) if times else 0.0,
+                      "cpu": min(cpu) if cpu else 0.0}))
 
 
 def measure(lib, length, mask, no_call=False):
@@ -93,16 +98,20 @@ def main():
     }
     rows = []
     header = ("| L | fused time (s) | unfused time (s) | speed-up | "
+              "fused CPU (s) | unfused CPU (s) | "
               "fused peak (MiB) | unfused peak (MiB) | "
               "fused attention mem (MiB) | unfused attention mem (MiB) |")
+    rule = "|---:" * 10 + "|"
     print(header)
-    print("|---:" * 8 + "|")
+    print(rule)
     for length in [int(x) for x in args.lengths.split(",")]:
         base = measure(libs["fused"], length, args.mask, no_call=True)
         f = measure(libs["fused"], length, args.mask)
         u = measure(libs["unfused"], length, args.mask)
-        row = "| %d | %.3f | %.3f | %.1fx | %.0f | %.0f | %.0f | %.0f |" % (
+        row = ("| %d | %.3f | %.3f | %.1fx | %.3f | %.3f | %.0f | %.0f | %.0f "
+               "| %.0f |") % (
             length, f["time"], u["time"], u["time"] / f["time"],
+            f["cpu"], u["cpu"],
             f["peak_mib"], u["peak_mib"],
             max(f["peak_mib"] - base["peak_mib"], 0.0),
             max(u["peak_mib"] - base["peak_mib"], 0.0))
@@ -110,7 +119,7 @@ def main():
         rows.append(row)
     if args.markdown:
         with open(args.markdown, "w") as f:
-            f.write(header + "\n" + "|---:" * 8 + "|\n" + "\n".join(rows) + "\n")
+            f.write(header + "\n" + rule + "\n" + "\n".join(rows) + "\n")
 
 
 if __name__ == "__main__":

@@ -502,12 +502,17 @@ struct FlashTileAttentionPass
     getOperation()->walk([&](AttentionOp op) { ops.push_back(op); });
     IRRewriter rewriter(&getContext());
     for (AttentionOp op : ops) {
-      FailureOr<SmallVector<Value>> results =
-          tileAttention(rewriter, op, blockQ, blockKv);
-      if (failed(results)) {
-        op.emitError("flash-tile-attention: invalid block sizes");
+      if (blockQ <= 0 || blockKv <= 0) {
+        op.emitOpError("cannot be tiled: block-q and block-kv must be "
+                       "positive, got ")
+            << static_cast<int64_t>(blockQ) << " and "
+            << static_cast<int64_t>(blockKv);
         return signalPassFailure();
       }
+      FailureOr<SmallVector<Value>> results =
+          tileAttention(rewriter, op, blockQ, blockKv);
+      if (failed(results))
+        return signalPassFailure();
       rewriter.replaceOp(op, *results);
     }
   }

@@ -24,7 +24,9 @@ class Case:
         self.mask = mask                   # None | "causal" | "sliding_window"
         self.window = window
         self.bottom_right = bottom_right
-        self.score_mod = score_mod         # None | "bias" | "softcap" | "alibi"
+        # None | "bias" | "softcap" | "alibi" | "boolmask" (an i1 [Lq, Lk]
+        # capture; false -> -inf, with some rows entirely false)
+        self.score_mod = score_mod
         self.lse = lse
         self.scale = scale if scale is not None else 1.0 / np.sqrt(d)
         self.softcap = softcap
@@ -60,6 +62,10 @@ class Case:
             args.append("%bias: tensor<?x?xf32>")
             captures = " captures(%bias : tensor<?x?xf32>)"
             cap_args = ", %bt: tensor<?x?xf32>"
+        elif self.score_mod == "boolmask":
+            args.append("%keep: tensor<?x?xi1>")
+            captures = " captures(%keep : tensor<?x?xi1>)"
+            cap_args = ", %kt: tensor<?x?xi1>"
         mask = ""
         if self.mask == "causal":
             mask = " mask(causal%s)" % (", bottom_right" if self.bottom_right else "")
@@ -73,6 +79,10 @@ class Case:
             if self.score_mod == "bias":
                 body = ["%x = tensor.extract %bt[%i, %j] : tensor<?x?xf32>",
                         "%r = arith.addf %s, %x : f32"]
+            elif self.score_mod == "boolmask":
+                body = ["%x = tensor.extract %kt[%i, %j] : tensor<?x?xi1>",
+                        "%ninf = arith.constant 0xFF800000 : f32",
+                        "%r = arith.select %x, %s, %ninf : f32"]
             elif self.score_mod == "softcap":
                 body = ["%%c = arith.constant %r : f32" % float(self.softcap),
                         "%x = arith.divf %s, %c : f32",
@@ -139,6 +149,11 @@ class Case:
             bias = rng.standard_normal((lq, lk)).astype(np.float32)
             args.append(bias)
             extra["bias"] = bias.astype(np.float64)
+        elif self.score_mod == "boolmask":
+            keep = rng.random((lq, lk)) < 0.5
+            keep[rng.random(lq) < 0.3, :] = False  # fully masked rows
+            args.append(keep)
+            extra["keep"] = keep
         return args, (q64, k64, v64, extra)
 
     def result_spec(self):
@@ -166,6 +181,8 @@ class Case:
         j = np.arange(lk)[None, :]
         if self.score_mod == "bias":
             s = s + extra["bias"]
+        elif self.score_mod == "boolmask":
+            s = np.where(extra["keep"], s, -np.inf)
         elif self.score_mod == "softcap":
             s = self.softcap * np.tanh(s / self.softcap)
         elif self.score_mod == "alibi":

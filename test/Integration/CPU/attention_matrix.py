@@ -45,6 +45,8 @@ F32_CASES = [
     (C("mqa_d64_window_alibi_lse", d=64, dv=32, batch=(1, 4), hkv=1,
        mask="sliding_window", window=100, score_mod="alibi", lse=True),
      SMALL_PAIRS, ""),
+    (C("boolmask_dead_rows_lse", d=64, dv=48, batch=(2,), score_mod="boolmask",
+       lse=True), [(1, 1), (17, 64), (127, 1000), (1000, 17), (64, 127)], ""),
     (C("small_blocks_causal_br_lse", d=64, dv=40, batch=(2,),
        mask="causal", bottom_right=True, lse=True), ALL_PAIRS,
      "block-q=16 block-kv=32"),
