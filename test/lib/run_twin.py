@@ -120,7 +120,17 @@ def signature(chunk):
     return name, args, res
 
 
+SCALARS = ("f32", "f16", "f64", "i1", "i8", "i32", "i64", "index")
+
+
 def random_input(rng, t, directive):
+    if t in SCALARS:
+        if t.startswith("f"):
+            return float(rng.standard_normal()), t
+        lo, hi = 0, 8
+        if directive and directive.startswith("range="):
+            lo, hi = (int(x) for x in directive[6:].split(","))
+        return int(rng.integers(lo, hi)), t
     dims, elem = parse_type(t)
     if directive == "causal01":
         lq, lk = dims[-2], dims[-1]
@@ -139,9 +149,16 @@ def random_input(rng, t, directive):
 
 def dense(x, t, elem):
     """An exact dense constant (raw little-endian hex)."""
+    if t in SCALARS:
+        if t.startswith("f"):
+            return "%s : %s" % (np.format_float_scientific(np.float32(x), unique=True), t)
+        return "%d : %s" % (x, t)
     if elem == "i1":
-        vals = ", ".join("true" if b else "false" for b in x.reshape(-1))
-        return "dense<[%s]> : %s" % (vals, t) if x.ndim else "dense<%s> : %s" % (vals, t)
+        def nested(a):
+            if a.ndim == 0:
+                return "true" if a else "false"
+            return "[" + ", ".join(nested(r) for r in a) + "]"
+        return "dense<%s> : %s" % (nested(np.asarray(x)), t)
     if elem == "bf16":
         bits = (np.asarray(x, np.float32).view(np.uint32) >> 16).astype(np.uint16)
         raw = bits.tobytes()

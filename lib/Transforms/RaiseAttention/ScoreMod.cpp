@@ -254,7 +254,9 @@ struct Planner {
     if (n->kind != Node::Kind::Op)
       return n;
     if (fold && (n->isOp("arith.extf") || n->isOp("arith.truncf"))) {
-      Node *inner = peel(n->operands[0], leaf, scale, fold);
+      double innerScale = scale;
+      Node *inner = peel(n->operands[0], leaf, innerScale, fold);
+      scale = innerScale;
       if (inner == leaf)
         return leaf;
       return t.rebuild(n, {inner});
@@ -267,9 +269,11 @@ struct Planner {
         std::optional<double> v = stripCasts(c)->getFloat();
         if (!v || dependsOnS(c))
           continue;
-        Node *inner = peel(other, leaf, scale, fold);
+        double innerScale = scale;
+        Node *inner = peel(other, leaf, innerScale, fold);
         if (inner != leaf)
           continue;
+        scale = innerScale;
         if (n->isOp("arith.mulf"))
           scale *= *v;
         else if (*v != 0.0)

@@ -384,6 +384,14 @@ static bool isConstValue(const Node *n, double v) {
 }
 
 Node *raise::simplifyIdentities(ScoreTracer &t, Node *n) {
+  if (n->kind == Node::Kind::Reduce) {
+    Node *init = simplifyIdentities(t, n->operands[0]);
+    Node *body = simplifyIdentities(t, n->operands[1]);
+    if (init == n->operands[0] && body == n->operands[1])
+      return n;
+    return t.makeReduce(n->combiner, init, body, n->reduced, n->type,
+                        n->origin);
+  }
   if (n->kind != Node::Kind::Op)
     return n;
   SmallVector<Node *> ops;

@@ -16,9 +16,9 @@ func.func @softmax_over_query_axis(%q: tensor<2x10x16xf32>, %k: tensor<2x12x16xf
       affine_map<(b, i, j, d) -> (b, i, d)>, affine_map<(b, i, j, d) -> (b, j, d)>,
       affine_map<(b, i, j, d) -> (b, i, j)>]
       ins(%q, %k : tensor<2x10x16xf32>, tensor<2x12x16xf32>) outs(%qk_f : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
-  %sm_e = tensor.empty() : tensor<2x10x12xf32>
+  %softmax_e = tensor.empty() : tensor<2x10x12xf32>
   // expected-remark @+1 {{attention not raised: softmax max reduces over the query axis, but the second matmul contracts the key axis}}
-  %p = linalg.softmax dimension(1) ins(%s : tensor<2x10x12xf32>) outs(%sm_e : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %p = linalg.softmax dimension(1) ins(%s : tensor<2x10x12xf32>) outs(%softmax_e : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
   %pv_e = tensor.empty() : tensor<2x10x8xf32>
   %pv_f = linalg.fill ins(%zero : f32) outs(%pv_e : tensor<2x10x8xf32>) -> tensor<2x10x8xf32>
   %o = linalg.batch_matmul ins(%p, %v : tensor<2x10x12xf32>, tensor<2x12x8xf32>) outs(%pv_f : tensor<2x10x8xf32>) -> tensor<2x10x8xf32>
@@ -38,9 +38,9 @@ func.func @pv_contracts_query_axis(%q: tensor<2x10x16xf32>, %k: tensor<2x12x16xf
       affine_map<(b, i, j, d) -> (b, i, d)>, affine_map<(b, i, j, d) -> (b, j, d)>,
       affine_map<(b, i, j, d) -> (b, i, j)>]
       ins(%q, %k : tensor<2x10x16xf32>, tensor<2x12x16xf32>) outs(%qk_f : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
-  %sm_e = tensor.empty() : tensor<2x10x12xf32>
+  %softmax_e = tensor.empty() : tensor<2x10x12xf32>
   // expected-remark @+1 {{attention not raised: softmax max reduces over the query axis, but the second matmul contracts the key axis}}
-  %p = linalg.softmax dimension(2) ins(%s : tensor<2x10x12xf32>) outs(%sm_e : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %p = linalg.softmax dimension(2) ins(%s : tensor<2x10x12xf32>) outs(%softmax_e : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
   %pv_e = tensor.empty() : tensor<2x12x8xf32>
   %pv_f = linalg.fill ins(%zero : f32) outs(%pv_e : tensor<2x12x8xf32>) -> tensor<2x12x8xf32>
   %o = linalg.batch_matmul indexing_maps = [
@@ -64,8 +64,8 @@ func.func @scores_have_other_user(%q: tensor<2x10x16xf32>, %k: tensor<2x12x16xf3
       affine_map<(b, i, j, d) -> (b, i, d)>, affine_map<(b, i, j, d) -> (b, j, d)>,
       affine_map<(b, i, j, d) -> (b, i, j)>]
       ins(%q, %k : tensor<2x10x16xf32>, tensor<2x12x16xf32>) outs(%qk_f : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
-  %sm_e = tensor.empty() : tensor<2x10x12xf32>
-  %p = linalg.softmax dimension(2) ins(%s : tensor<2x10x12xf32>) outs(%sm_e : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %softmax_e = tensor.empty() : tensor<2x10x12xf32>
+  %p = linalg.softmax dimension(2) ins(%s : tensor<2x10x12xf32>) outs(%softmax_e : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
   %pv_e = tensor.empty() : tensor<2x10x8xf32>
   %pv_f = linalg.fill ins(%zero : f32) outs(%pv_e : tensor<2x10x8xf32>) -> tensor<2x10x8xf32>
   %o = linalg.batch_matmul ins(%p, %v : tensor<2x10x12xf32>, tensor<2x12x8xf32>) outs(%pv_f : tensor<2x10x8xf32>) -> tensor<2x10x8xf32>
@@ -85,9 +85,9 @@ func.func @probabilities_returned(%q: tensor<2x10x16xf32>, %k: tensor<2x12x16xf3
       affine_map<(b, i, j, d) -> (b, i, d)>, affine_map<(b, i, j, d) -> (b, j, d)>,
       affine_map<(b, i, j, d) -> (b, i, j)>]
       ins(%q, %k : tensor<2x10x16xf32>, tensor<2x12x16xf32>) outs(%qk_f : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
-  %sm_e = tensor.empty() : tensor<2x10x12xf32>
+  %softmax_e = tensor.empty() : tensor<2x10x12xf32>
   // expected-remark @+1 {{attention not raised: an intermediate of the attention (result of 'linalg.softmax') is also used by 'func.return'}}
-  %p = linalg.softmax dimension(2) ins(%s : tensor<2x10x12xf32>) outs(%sm_e : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %p = linalg.softmax dimension(2) ins(%s : tensor<2x10x12xf32>) outs(%softmax_e : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
   %pv_e = tensor.empty() : tensor<2x10x8xf32>
   %pv_f = linalg.fill ins(%zero : f32) outs(%pv_e : tensor<2x10x8xf32>) -> tensor<2x10x8xf32>
   %o = linalg.batch_matmul ins(%p, %v : tensor<2x10x12xf32>, tensor<2x12x8xf32>) outs(%pv_f : tensor<2x10x8xf32>) -> tensor<2x10x8xf32>
@@ -159,8 +159,8 @@ func.func @no_second_matmul(%q: tensor<2x10x16xf32>, %k: tensor<2x12x16xf32>, %v
       affine_map<(b, i, j, d) -> (b, i, d)>, affine_map<(b, i, j, d) -> (b, j, d)>,
       affine_map<(b, i, j, d) -> (b, i, j)>]
       ins(%q, %k : tensor<2x10x16xf32>, tensor<2x12x16xf32>) outs(%qk_f : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
-  %sm_e = tensor.empty() : tensor<2x10x12xf32>
-  %p = linalg.softmax dimension(2) ins(%s : tensor<2x10x12xf32>) outs(%sm_e : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %softmax_e = tensor.empty() : tensor<2x10x12xf32>
+  %p = linalg.softmax dimension(2) ins(%s : tensor<2x10x12xf32>) outs(%softmax_e : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
   return %p : tensor<2x10x12xf32>
 }
 
@@ -316,8 +316,8 @@ func.func @mask_after_softmax(%q: tensor<2x10x16xf32>, %k: tensor<2x12x16xf32>, 
       affine_map<(b, i, j, d) -> (b, i, d)>, affine_map<(b, i, j, d) -> (b, j, d)>,
       affine_map<(b, i, j, d) -> (b, i, j)>]
       ins(%q, %k : tensor<2x10x16xf32>, tensor<2x12x16xf32>) outs(%qk_f : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
-  %sm_e = tensor.empty() : tensor<2x10x12xf32>
-  %p = linalg.softmax dimension(2) ins(%s : tensor<2x10x12xf32>) outs(%sm_e : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %softmax_e = tensor.empty() : tensor<2x10x12xf32>
+  %p = linalg.softmax dimension(2) ins(%s : tensor<2x10x12xf32>) outs(%softmax_e : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
   %pm_e = tensor.empty() : tensor<2x10x12xf32>
   // expected-remark @+1 {{attention not raised: a select between the softmax and the second matmul: a mask after the softmax or dropout}}
   %pm = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b, c)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%p, %mask : tensor<2x10x12xf32>, tensor<2x10x12xi1>) outs(%pm_e : tensor<2x10x12xf32>) {
@@ -344,8 +344,8 @@ func.func @multiplicative_mask_after_softmax(%q: tensor<2x10x16xf32>, %k: tensor
       affine_map<(b, i, j, d) -> (b, i, d)>, affine_map<(b, i, j, d) -> (b, j, d)>,
       affine_map<(b, i, j, d) -> (b, i, j)>]
       ins(%q, %k : tensor<2x10x16xf32>, tensor<2x12x16xf32>) outs(%qk_f : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
-  %sm_e = tensor.empty() : tensor<2x10x12xf32>
-  %p = linalg.softmax dimension(2) ins(%s : tensor<2x10x12xf32>) outs(%sm_e : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %softmax_e = tensor.empty() : tensor<2x10x12xf32>
+  %p = linalg.softmax dimension(2) ins(%s : tensor<2x10x12xf32>) outs(%softmax_e : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
   %pm_e = tensor.empty() : tensor<2x10x12xf32>
   // expected-remark @+1 {{attention not raised: the second matmul reads a product that is not exp * 1/sum: a multiplicative mask or dropout after the softmax}}
   %pm = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b, c)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%p, %mask : tensor<2x10x12xf32>, tensor<2x10x12xf32>) outs(%pm_e : tensor<2x10x12xf32>) {
@@ -372,8 +372,8 @@ func.func @dropout_between_softmax_and_pv(%q: tensor<2x10x16xf32>, %k: tensor<2x
       affine_map<(b, i, j, d) -> (b, i, d)>, affine_map<(b, i, j, d) -> (b, j, d)>,
       affine_map<(b, i, j, d) -> (b, i, j)>]
       ins(%q, %k : tensor<2x10x16xf32>, tensor<2x12x16xf32>) outs(%qk_f : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
-  %sm_e = tensor.empty() : tensor<2x10x12xf32>
-  %p = linalg.softmax dimension(2) ins(%s : tensor<2x10x12xf32>) outs(%sm_e : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %softmax_e = tensor.empty() : tensor<2x10x12xf32>
+  %p = linalg.softmax dimension(2) ins(%s : tensor<2x10x12xf32>) outs(%softmax_e : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
   %keep_scale = arith.constant 1.25 : f32
   %pm_e = tensor.empty() : tensor<2x10x12xf32>
   // expected-remark @+1 {{attention not raised: a select between the softmax and the second matmul}}
@@ -414,8 +414,8 @@ func.func @integer_qk_int8(%qi: tensor<2x10x16xi8>, %ki: tensor<2x12x16xi8>, %v:
     %f = arith.sitofp %x : i32 to f32
     linalg.yield %f : f32
   } -> tensor<2x10x12xf32>
-  %sm_e = tensor.empty() : tensor<2x10x12xf32>
-  %p = linalg.softmax dimension(2) ins(%s : tensor<2x10x12xf32>) outs(%sm_e : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %softmax_e = tensor.empty() : tensor<2x10x12xf32>
+  %p = linalg.softmax dimension(2) ins(%s : tensor<2x10x12xf32>) outs(%softmax_e : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
   %pv_e = tensor.empty() : tensor<2x10x8xf32>
   %pv_f = linalg.fill ins(%zero : f32) outs(%pv_e : tensor<2x10x8xf32>) -> tensor<2x10x8xf32>
   %o = linalg.batch_matmul ins(%p, %v : tensor<2x10x12xf32>, tensor<2x12x8xf32>) outs(%pv_f : tensor<2x10x8xf32>) -> tensor<2x10x8xf32>
@@ -529,8 +529,8 @@ func.func @pv_accumulates_into_residual(%q: tensor<2x10x16xf32>, %k: tensor<2x12
       affine_map<(b, i, j, d) -> (b, i, d)>, affine_map<(b, i, j, d) -> (b, j, d)>,
       affine_map<(b, i, j, d) -> (b, i, j)>]
       ins(%q, %k : tensor<2x10x16xf32>, tensor<2x12x16xf32>) outs(%qk_f : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
-  %sm_e = tensor.empty() : tensor<2x10x12xf32>
-  %p = linalg.softmax dimension(2) ins(%s : tensor<2x10x12xf32>) outs(%sm_e : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %softmax_e = tensor.empty() : tensor<2x10x12xf32>
+  %p = linalg.softmax dimension(2) ins(%s : tensor<2x10x12xf32>) outs(%softmax_e : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
   // expected-remark @+1 {{attention not raised: the second matmul accumulates into an init that is not zero}}
   %o = linalg.batch_matmul ins(%p, %v : tensor<2x10x12xf32>, tensor<2x12x8xf32>) outs(%res : tensor<2x10x8xf32>) -> tensor<2x10x8xf32>
   return %o : tensor<2x10x8xf32>
@@ -663,8 +663,8 @@ func.func @reduction_before_softmax(%q: tensor<2x10x16xf32>, %k: tensor<2x12x16x
     %y = arith.subf %x0, %x1 : f32
     linalg.yield %y : f32
   } -> tensor<2x10x12xf32>
-  %sm_e = tensor.empty() : tensor<2x10x12xf32>
-  %p = linalg.softmax dimension(2) ins(%c : tensor<2x10x12xf32>) outs(%sm_e : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %softmax_e = tensor.empty() : tensor<2x10x12xf32>
+  %p = linalg.softmax dimension(2) ins(%c : tensor<2x10x12xf32>) outs(%softmax_e : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
   %pv_e = tensor.empty() : tensor<2x10x8xf32>
   %pv_f = linalg.fill ins(%zero : f32) outs(%pv_e : tensor<2x10x8xf32>) -> tensor<2x10x8xf32>
   %o = linalg.batch_matmul ins(%p, %v : tensor<2x10x12xf32>, tensor<2x12x8xf32>) outs(%pv_f : tensor<2x10x8xf32>) -> tensor<2x10x8xf32>
