@@ -56,4 +56,5 @@ void mlir::flash::registerFlashPipelines() {
       "Lower flash.attention on tensors to the LLVM dialect for the host CPU "
       "(fused online-softmax loop nest, or the unfused reference)",
       buildFlashCPUPipeline);
+  registerFlashGPUPipeline();
 }

@@ -35,6 +35,54 @@ struct FlashCPUPipelineOptions
 void buildFlashCPUPipeline(OpPassManager &pm,
                            const FlashCPUPipelineOptions &options);
 
+/// Options of `flash-gpu-pipeline`: the kernel knobs of convert-flash-to-gpu
+/// and the code-generation target.
+struct FlashGPUPipelineOptions
+    : public PassPipelineOptions<FlashGPUPipelineOptions> {
+  Option<std::string> chip{*this, "chip", llvm::cl::desc("Target chip"),
+                           llvm::cl::init("sm_90a")};
+  Option<std::string> features{*this, "features",
+                               llvm::cl::desc("PTX features (ISA version)"),
+                               llvm::cl::init("+ptx80")};
+  Option<std::string> format{
+      *this, "format",
+      llvm::cl::desc("Binary format: bin (cubin), isa (PTX), fatbin"),
+      llvm::cl::init("bin")};
+  Option<int> optLevel{*this, "opt-level",
+                       llvm::cl::desc("NVVM optimisation level"),
+                       llvm::cl::init(3)};
+  Option<int64_t> blockM{*this, "block-m",
+                         llvm::cl::desc("Query rows per CTA"),
+                         llvm::cl::init(128)};
+  Option<int64_t> blockN{*this, "block-n",
+                         llvm::cl::desc("Key/value rows per tile"),
+                         llvm::cl::init(128)};
+  Option<int64_t> warpgroups{*this, "warpgroups",
+                             llvm::cl::desc("Consumer warpgroups per CTA"),
+                             llvm::cl::init(2)};
+  Option<int64_t> stages{*this, "stages",
+                         llvm::cl::desc("K/V shared-memory ring depth"),
+                         llvm::cl::init(2)};
+  Option<bool> splitPV{*this, "split-pv",
+                       llvm::cl::desc("64-column PV wgmmas"),
+                       llvm::cl::init(false)};
+  Option<int64_t> producerRegs{*this, "producer-regs",
+                               llvm::cl::desc("setmaxnreg of the producer"),
+                               llvm::cl::init(24)};
+  Option<int64_t> consumerRegs{*this, "consumer-regs",
+                               llvm::cl::desc("setmaxnreg of the consumers"),
+                               llvm::cl::init(240)};
+};
+
+/// flash.attention (destination-passing style on memrefs) -> gpu.binary with
+/// a cubin (or PTX) and host code in the LLVM dialect, ready for
+/// mlir-translate --mlir-to-llvmir.
+void buildFlashGPUPipeline(OpPassManager &pm,
+                           const FlashGPUPipelineOptions &options);
+
+/// Registers `flash-gpu-pipeline` (called by registerFlashPipelines).
+void registerFlashGPUPipeline();
+
 /// Registers `flash-cpu-pipeline` (and every later flash pipeline).
 void registerFlashPipelines();
 

@@ -1,0 +1,77 @@
+//===- Passes.td - flash conversion passes -----------------*- tablegen -*-===//
+#ifndef FLASH_CONVERSION_PASSES
+#define FLASH_CONVERSION_PASSES
+
+include "mlir/Pass/PassBase.td"
+
+def ConvertFlashToGPUPass : Pass<"convert-flash-to-gpu", "::mlir::ModuleOp"> {
+  let summary = "Lower flash.attention to a Hopper flash-attention kernel and its launch";
+  let description = [{
+    Replaces every `flash.attention` with a `gpu.launch_func` of a kernel
+    built for its configuration (element type, head dims, mask, score_mod,
+    LSE) in a new `gpu.module`.
+
+    The kernel (sm_90a) runs one CTA per (batch·head, query block): a
+    producer warpgroup streams K/V tiles through a `stages`-deep shared-memory
+    ring with TMA and mbarriers; `warpgroups` consumer warpgroups each own 64
+    query rows, compute S = QKᵀ with wgmma from shared memory, run the online
+    softmax on the accumulator registers (exp2, log2 e folded into the
+    scale, score_mod inlined per element with its indices, causal/window
+    tiles skipped, tails masked), and accumulate O += PV with wgmma taking P
+    from registers.
+
+    The host side expects destination-passing style on memrefs: q, k, v,
+    captures and the inits must be `bufferization.to_tensor` of memrefs
+    (identity layout, device memory); the output is written into the init's
+    memref, and a `bufferization.materialize_in_destination` of the result
+    into that memref is dropped. The enclosing function gets one more
+    argument, `%stream: !llvm.ptr`, and every launch is asynchronous on it.
+
+    Before:
+    ```mlir
+    func.func @attn(%q: memref<2x4x100x64xbf16>, %k: memref<2x4x70x64xbf16>,
+                    %v: memref<2x4x70x64xbf16>, %o: memref<2x4x100x64xbf16>) {
+      %qt = bufferization.to_tensor %q restrict : ...
+      ...
+      %r = flash.attention ins(%qt, %kt, %vt : ...) outs(%ot : ...) scale(0.125) -> ...
+      bufferization.materialize_in_destination %r in restrict writable %o : ...
+      return
+    }
+    ```
+    After: `nvgpu.tma.create.descriptor` for Q, K, V and
+    `gpu.launch_func async [%stream] @flash_attention_0::@kernel` in
+    `@attn(..., %stream: !llvm.ptr)`.
+  }];
+  let options = [
+    Option<"chip", "chip", "std::string", /*default=*/"\"sm_90a\"",
+           "Target chip (only sm_90a is implemented)">,
+    Option<"blockM", "block-m", "int64_t", /*default=*/"128",
+           "Query rows per CTA (64 per consumer warpgroup)">,
+    Option<"blockN", "block-n", "int64_t", /*default=*/"128",
+           "Key/value rows per tile (multiple of 16, at most 256)">,
+    Option<"warpgroups", "warpgroups", "int64_t", /*default=*/"2",
+           "Consumer warpgroups per CTA (block-m / 64)">,
+    Option<"stages", "stages", "int64_t", /*default=*/"2",
+           "Depth of the K/V shared-memory ring">,
+    Option<"splitPV", "split-pv", "bool", /*default=*/"false",
+           "Issue PV as 64-column wgmmas instead of one Dv-wide wgmma">,
+    Option<"producerRegs", "producer-regs", "int64_t", /*default=*/"24",
+           "setmaxnreg for the producer warpgroup (0: leave alone)">,
+    Option<"consumerRegs", "consumer-regs", "int64_t", /*default=*/"240",
+           "setmaxnreg for the consumer warpgroups (0: leave alone)">
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::bufferization::BufferizationDialect",
+    "::mlir::gpu::GPUDialect",
+    "::mlir::LLVM::LLVMDialect",
+    "::mlir::math::MathDialect",
+    "::mlir::memref::MemRefDialect",
+    "::mlir::NVVM::NVVMDialect",
+    "::mlir::nvgpu::NVGPUDialect",
+    "::mlir::scf::SCFDialect",
+    "::mlir::vector::VectorDialect"
+  ];
+}
+
+#endif // FLASH_CONVERSION_PASSES

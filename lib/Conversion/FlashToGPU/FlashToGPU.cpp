@@ -1,0 +1,87 @@
+//===- FlashToGPU.cpp - the convert-flash-to-gpu pass ---------------------===//
+#include "flash/Conversion/Passes.h"
+
+#include "FlashToGPU.h"
+#include "flash/Dialect/Flash/IR/FlashOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+namespace mlir::flash {
+#define GEN_PASS_DEF_CONVERTFLASHTOGPUPASS
+#include "flash/Conversion/Passes.h.inc"
+} // namespace mlir::flash
+
+using namespace mlir;
+using namespace mlir::flash;
+using namespace mlir::flash::gpu_lowering;
+
+namespace {
+struct ConvertFlashToGPUPass
+    : public flash::impl::ConvertFlashToGPUPassBase<ConvertFlashToGPUPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    KernelConfig cfg;
+    cfg.blockM = blockM;
+    cfg.blockN = blockN;
+    cfg.consumerWarpgroups = warpgroups;
+    cfg.stages = stages;
+    cfg.splitPV = splitPV;
+    cfg.producerRegs = producerRegs;
+    cfg.consumerRegs = consumerRegs;
+    if (chip != "sm_90a") {
+      module.emitError("convert-flash-to-gpu: chip '")
+          << chip << "' is not supported yet (sm_90a only)";
+      return signalPassFailure();
+    }
+    if (cfg.consumerWarpgroups < 1 || cfg.blockM != 64 * cfg.consumerWarpgroups ||
+        cfg.blockN < 16 || cfg.blockN > 256 || cfg.blockN % 16 != 0 ||
+        cfg.stages < 1) {
+      module.emitError("convert-flash-to-gpu: need block-m = 64 * warpgroups, "
+                       "block-n a multiple of 16 in [16, 256], stages >= 1");
+      return signalPassFailure();
+    }
+
+    SmallVector<AttentionOp> ops;
+    module.walk([&](AttentionOp op) { ops.push_back(op); });
+    DenseMap<Operation *, Value> streams;
+    int64_t index = 0;
+    for (AttentionOp op : ops) {
+      auto func = op->getParentOfType<func::FuncOp>();
+      if (!func) {
+        op.emitOpError("convert-flash-to-gpu: must be inside a func.func");
+        return signalPassFailure();
+      }
+      Value &stream = streams[func];
+      if (!stream) {
+        unsigned n = func.getNumArguments();
+        auto ptrTy = LLVM::LLVMPointerType::get(&getContext());
+        if (failed(func.insertArgument(
+                n, ptrTy,
+                DictionaryAttr::get(&getContext(),
+                                    {NamedAttribute(
+                                        StringAttr::get(&getContext(),
+                                                        "flash.stream"),
+                                        UnitAttr::get(&getContext()))}),
+                func.getLoc())))
+          return signalPassFailure();
+        stream = func.getArgument(n);
+      }
+      if (failed(lowerToLaunch(op, cfg, stream, index++)))
+        return signalPassFailure();
+    }
+
+    // The result already lives in its destination: drop the copy into it and
+    // the tensor views nothing reads any more.
+    module.walk([](bufferization::MaterializeInDestinationOp m) {
+      auto src = m.getSource().getDefiningOp<bufferization::ToTensorOp>();
+      if (src && src.getBuffer() == m.getDest())
+        m->erase();
+    });
+    module.walk([](bufferization::ToTensorOp t) {
+      if (t->use_empty())
+        t->erase();
+    });
+  }
+};
+} // namespace

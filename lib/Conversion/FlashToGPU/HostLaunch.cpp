@@ -1,0 +1,223 @@
+//===- HostLaunch.cpp - host side of the flash.attention GPU lowering -----===//
+//
+// Builds, at the op's place in the host function, the TMA descriptors of Q,
+// K and V (viewed as [batch·heads, L, D]), the run-time sizes and the
+// asynchronous launch on the caller's stream; puts the kernel in its own
+// gpu.module.
+//
+//===----------------------------------------------------------------------===//
+#include "FlashToGPU.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/BuiltinOps.h"
+
+using namespace mlir;
+using namespace mlir::flash;
+using namespace mlir::flash::gpu_lowering;
+
+/// The memref a tensor operand was read from, or null.
+static Value bufferOf(Value tensor) {
+  if (auto tt = tensor.getDefiningOp<bufferization::ToTensorOp>())
+    return tt.getBuffer();
+  return Value();
+}
+
+/// [b..., L, D] -> [prod(b), L, D] (or [1, L, D] without batch dims).
+static Value as3D(ImplicitLocOpBuilder &b, Value m, int64_t nb) {
+  auto t = cast<MemRefType>(m.getType());
+  if (nb == 1)
+    return m;
+  if (nb == 0) {
+    SmallVector<OpFoldResult> shape = {b.getIndexAttr(1),
+                                       memref::getMixedSize(b, b.getLoc(), m, 0),
+                                       b.getIndexAttr(t.getDimSize(1))};
+    SmallVector<int64_t> st = {1, t.getDimSize(0), t.getDimSize(1)};
+    return memref::ExpandShapeOp::create(
+        b, MemRefType::get(st, t.getElementType()), m,
+        ArrayRef<ReassociationIndices>{{0, 1}, {2}}, shape);
+  }
+  ReassociationIndices outer;
+  for (int64_t d = 0; d < nb; ++d)
+    outer.push_back(d);
+  return memref::CollapseShapeOp::create(
+      b, m, ArrayRef<ReassociationIndices>{outer, {nb}, {nb + 1}});
+}
+
+/// A TMA descriptor (device pointer) for boxes of `rows` x 64 elements.
+static Value makeTma(ImplicitLocOpBuilder &b, Value m3, int64_t rows) {
+  MLIRContext *ctx = b.getContext();
+  auto t = cast<MemRefType>(m3.getType());
+  Type elem = t.getElementType();
+  Value unranked = memref::CastOp::create(
+      b, UnrankedMemRefType::get(elem, Attribute()), m3);
+  auto box = MemRefType::get({1, rows, 64}, elem, MemRefLayoutAttrInterface(),
+                             b.getI64IntegerAttr(3));
+  auto descTy = nvgpu::TensorMapDescriptorType::get(
+      ctx, box, nvgpu::TensorMapSwizzleKind::SWIZZLE_128B,
+      nvgpu::TensorMapL2PromoKind::L2PROMO_256B,
+      nvgpu::TensorMapOOBKind::OOB_ZERO,
+      nvgpu::TensorMapInterleaveKind::INTERLEAVE_NONE);
+  Value desc = nvgpu::TmaCreateDescriptorOp::create(
+      b, descTy, unranked,
+      ValueRange{constIdx(b, 1), constIdx(b, rows), constIdx(b, 64)});
+  // Kernels cannot take the descriptor type itself; pass the pointer.
+  return UnrealizedConversionCastOp::create(
+             b, TypeRange{LLVM::LLVMPointerType::get(ctx)}, ValueRange{desc})
+      .getResult(0);
+}
+
+static Value dataPointer(ImplicitLocOpBuilder &b, Value m) {
+  Value p = memref::ExtractAlignedPointerAsIndexOp::create(b, m);
+  return LLVM::IntToPtrOp::create(b, LLVM::LLVMPointerType::get(b.getContext()),
+                                  toI64(b, p));
+}
+
+static bool isSupportedHeadDim(int64_t d) { return d == 64 || d == 128; }
+
+LogicalResult gpu_lowering::lowerToLaunch(AttentionOp op,
+                                          const KernelConfig &cfg,
+                                          Value stream, int64_t kernelIndex) {
+  MLIRContext *ctx = op.getContext();
+  Location loc = op.getLoc();
+  int64_t nb = op.getNumBatchDims();
+  Type elem = op.getQueryType().getElementType();
+  if (!elem.isBF16() && !elem.isF16())
+    return op.emitOpError("convert-flash-to-gpu: element type ")
+           << elem << " is not supported (bf16 or f16)";
+  if (op.getKeyType().getElementType() != elem ||
+      op.getValueType().getElementType() != elem ||
+      op.getOutputType().getElementType() != elem)
+    return op.emitOpError(
+        "convert-flash-to-gpu: query, key, value and output must share one "
+        "element type");
+  int64_t d = op.getQueryType().getDimSize(nb + 1);
+  int64_t dv = op.getValueType().getDimSize(nb + 1);
+  if (!isSupportedHeadDim(d) || !isSupportedHeadDim(dv))
+    return op.emitOpError("convert-flash-to-gpu: head dims must be 64 or 128, "
+                          "got D = ")
+           << d << ", Dv = " << dv;
+
+  // Destination-passing style: every tensor is a view of a device buffer.
+  auto need = [&](Value t, StringRef what) -> FailureOr<Value> {
+    Value m = bufferOf(t);
+    if (!m)
+      return op.emitOpError("convert-flash-to-gpu: ")
+             << what
+             << " must be a bufferization.to_tensor of a device memref "
+                "(write the function in destination-passing style)";
+    if (!cast<MemRefType>(m.getType()).getLayout().isIdentity())
+      return op.emitOpError("convert-flash-to-gpu: ")
+             << what << " must have the identity (row-major) layout";
+    return m;
+  };
+  FailureOr<Value> q = need(op.getQuery(), "query"),
+                   k = need(op.getKey(), "key"),
+                   v = need(op.getValue(), "value"),
+                   o = need(op.getOutputInit(), "output init");
+  if (failed(q) || failed(k) || failed(v) || failed(o))
+    return failure();
+  FailureOr<Value> lse = Value();
+  if (op.hasLse() && failed(lse = need(op.getLseInit(), "lse init")))
+    return failure();
+  SmallVector<Value> captures;
+  for (Value c : op.getCaptures()) {
+    FailureOr<Value> m = need(c, "capture");
+    if (failed(m))
+      return failure();
+    captures.push_back(*m);
+  }
+  if (op.hasScoreMod()) {
+    // Captures may only be read element-wise, at the top of the region.
+    Block &body = op.getScoreMod().front();
+    for (BlockArgument arg : body.getArguments().drop_front(3 + nb))
+      for (Operation *user : arg.getUsers())
+        if (!isa<tensor::ExtractOp>(user) || user->getBlock() != &body)
+          return user->emitOpError(
+              "convert-flash-to-gpu: a score_mod capture may only be read "
+              "with tensor.extract at the top level of the region");
+  }
+
+  KernelSpec spec;
+  spec.elemType = elem;
+  spec.headDim = d;
+  spec.valueDim = dv;
+  spec.numBatchDims = nb;
+  spec.mask = op.getMaskOrNone();
+  spec.hasLse = op.hasLse();
+  spec.scale = op.getScale().convertToDouble();
+  if (op.hasScoreMod())
+    spec.scoreMod = &op.getScoreMod();
+  for (Value c : captures)
+    spec.captureTypes.push_back(cast<MemRefType>(c.getType()));
+
+  auto module = op->getParentOfType<ModuleOp>();
+  module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
+                  UnitAttr::get(ctx));
+  OpBuilder mb(ctx);
+  mb.setInsertionPointToEnd(module.getBody());
+  auto gmod = gpu::GPUModuleOp::create(
+      mb, loc, "flash_attention_" + std::to_string(kernelIndex));
+  gpu::GPUFuncOp kernel = buildAttentionKernel(mb, loc, gmod, cfg, spec);
+
+  // Host side.
+  OpBuilder ob(op);
+  ImplicitLocOpBuilder b(loc, ob);
+  Value q3 = as3D(b, *q, nb), k3 = as3D(b, *k, nb), v3 = as3D(b, *v, nb);
+  SmallVector<Value> args = {makeTma(b, q3, cfg.blockM),
+                             makeTma(b, k3, cfg.blockN),
+                             makeTma(b, v3, cfg.blockN), dataPointer(b, *o)};
+  if (op.hasLse())
+    args.push_back(dataPointer(b, *lse));
+  Value lq = memref::DimOp::create(b, *q, nb);
+  Value lk = memref::DimOp::create(b, *k, nb);
+  Value hkv = nb > 0 ? memref::DimOp::create(b, *k, nb - 1).getResult()
+                     : constIdx(b, 1);
+  args.append({lq, lk, hkv});
+  Value bhCount = constIdx(b, 1);
+  for (int64_t i = 0; i < nb; ++i) {
+    Value s = memref::DimOp::create(b, *q, i);
+    args.push_back(s);
+    bhCount = arith::MulIOp::create(b, bhCount, s);
+  }
+  args.append(captures.begin(), captures.end());
+
+  Value zero = constIdx(b, 0);
+  Value nonEmpty = arith::AndIOp::create(
+      b,
+      arith::AndIOp::create(
+          b, arith::CmpIOp::create(b, arith::CmpIPredicate::sgt, lq, zero),
+          arith::CmpIOp::create(b, arith::CmpIPredicate::sgt, lk, zero)),
+      arith::CmpIOp::create(b, arith::CmpIPredicate::sgt, bhCount, zero));
+  auto ifLaunch = scf::IfOp::create(b, nonEmpty, /*withElse=*/false);
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(ifLaunch.thenBlock());
+    Value gx = arith::CeilDivSIOp::create(b, lq, constIdx(b, cfg.blockM));
+    Value one = constIdx(b, 1);
+    SmemLayout layout(cfg, spec);
+    Value smem = constI32(b, layout.total);
+    Value token = UnrealizedConversionCastOp::create(
+                      b, TypeRange{gpu::AsyncTokenType::get(ctx)},
+                      ValueRange{stream})
+                      .getResult(0);
+    gpu::LaunchFuncOp::create(
+        b, kernel, gpu::KernelDim3{gx, bhCount, one},
+        gpu::KernelDim3{constIdx(b, cfg.threads()), one, one}, smem, args,
+        gpu::AsyncTokenType::get(ctx), ValueRange{token});
+  }
+
+  SmallVector<Value> results = {bufferization::ToTensorOp::create(
+      b, op.getOutputType(), *o, /*restrict=*/true, /*writable=*/true)};
+  if (op.hasLse())
+    results.push_back(bufferization::ToTensorOp::create(
+        b, cast<RankedTensorType>(op.getLseInit().getType()), *lse,
+        /*restrict=*/true, /*writable=*/true));
+  op->replaceAllUsesWith(results);
+  op->erase();
+  return success();
+}

@@ -1,0 +1,524 @@
+//===- KernelBuilder.cpp - the sm_90a flash-attention kernel skeleton -----===//
+//
+// One CTA per (batch·head, block of blockM query rows). Warpgroup 0 is the
+// producer: one thread loads Q once and streams K/V tiles into a ring of
+// `stages` shared-memory slots with TMA, each slot guarded by a "full"
+// mbarrier (TMA transaction bytes) and an "empty" mbarrier (one arrival per
+// consumer warp). Warpgroups 1..n are consumers, 64 query rows each: per
+// tile, S = QKᵀ by wgmma from shared memory, online softmax on the
+// registers, O = alpha·O + PV by wgmma with P from registers.
+//
+//===----------------------------------------------------------------------===//
+#include "FlashToGPU.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/IRMapping.h"
+
+#include <cmath>
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::flash;
+using namespace mlir::flash::gpu_lowering;
+
+namespace {
+/// Values every part of the kernel body reads.
+struct KernelEnv {
+  const KernelConfig &cfg;
+  const KernelSpec &spec;
+  SmemLayout layout;
+  Value tmaQ, tmaK, tmaV, outPtr, lsePtr;
+  Value lq, lk, hkv;
+  SmallVector<Value> batchSizes, captures;
+  Value tid, bh, kvbh, q0;
+  Value tBegin, tEnd;
+  Value tiles; // 1024-aligned shared-memory base (!llvm.ptr<3>)
+  SmallVector<Value> batchIdx; // bh delinearised over the query batch dims
+};
+} // namespace
+
+static Value idxAdd(ImplicitLocOpBuilder &b, Value x, Value y) {
+  return arith::AddIOp::create(b, x, y);
+}
+static Value idxMul(ImplicitLocOpBuilder &b, Value x, int64_t c) {
+  return arith::MulIOp::create(b, x, constIdx(b, c));
+}
+
+/// Byte offset (i64) of stage `s` (index) plus a constant.
+static Value stageOffset(ImplicitLocOpBuilder &b, KernelEnv &env, Value s,
+                         int64_t stride, int64_t base) {
+  Value off = toI64(b, idxMul(b, s, stride));
+  return arith::AddIOp::create(b, off, constI64(b, base));
+}
+
+/// The K/V tiles a query block visits: causal and window masks skip tiles
+/// that are entirely masked for every row of the block.
+static void computeTileRange(ImplicitLocOpBuilder &b, KernelEnv &env) {
+  const KernelConfig &cfg = env.cfg;
+  Value bn = constIdx(b, cfg.blockN);
+  Value zero = constIdx(b, 0);
+  Value nT = arith::CeilDivSIOp::create(b, env.lk, bn);
+  env.tBegin = zero;
+  env.tEnd = nT;
+  if (!env.spec.hasMask())
+    return;
+  MaskAttr mask = env.spec.mask;
+  Value off = mask.isBottomRight()
+                  ? arith::SubIOp::create(b, env.lk, env.lq).getResult()
+                  : zero;
+  // Last query row of the block that exists.
+  Value blockLast = idxAdd(b, env.q0, constIdx(b, cfg.blockM));
+  blockLast = arith::MinSIOp::create(b, blockLast, env.lq);
+  blockLast = arith::SubIOp::create(b, blockLast, constIdx(b, 1));
+  Value hi = idxAdd(b, blockLast, off);
+  Value endM =
+      idxAdd(b, arith::FloorDivSIOp::create(b, hi, bn), constIdx(b, 1));
+  endM = arith::MinSIOp::create(b, endM, nT);
+  env.tEnd = arith::MaxSIOp::create(b, endM, zero);
+  if (mask.getKind() == MaskKind::SlidingWindow) {
+    Value lo = idxAdd(b, env.q0, off);
+    lo = idxAdd(b, lo, constIdx(b, 1 - mask.getWindow()));
+    Value begin = arith::FloorDivSIOp::create(b, lo, bn);
+    begin = arith::MaxSIOp::create(b, begin, zero);
+    env.tBegin = arith::MinSIOp::create(b, begin, env.tEnd);
+  }
+}
+
+static void buildProducer(ImplicitLocOpBuilder &b, KernelEnv &env) {
+  const KernelConfig &cfg = env.cfg;
+  const KernelSpec &spec = env.spec;
+  const SmemLayout &L = env.layout;
+  int64_t S = cfg.stages;
+
+  Value qFull = smemOffset(b, env.tiles, L.qFullOff());
+  mbarArriveExpectTx(b, qFull, L.qBytes);
+  Value bhI = toI32(b, env.bh), q0I = toI32(b, env.q0);
+  for (int64_t p = 0; p < spec.headDim / 64; ++p)
+    tmaLoad(b, smemOffset(b, env.tiles, p * cfg.blockM * 128), env.tmaQ,
+            {constI32(b, 64 * p), q0I, bhI}, qFull);
+
+  Value kvbhI = toI32(b, env.kvbh);
+  auto loop = scf::ForOp::create(b, env.tBegin, env.tEnd, constIdx(b, 1));
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointToStart(loop.getBody());
+  Value t = loop.getInductionVar();
+  Value i = arith::SubIOp::create(b, t, env.tBegin);
+  Value s = arith::RemUIOp::create(b, i, constIdx(b, S));
+  Value n = arith::DivUIOp::create(b, i, constIdx(b, S));
+  Value full = smemOffset(b, env.tiles,
+                          stageOffset(b, env, s, 8, L.kvFullOff(0)));
+  Value empty = smemOffset(b, env.tiles,
+                           stageOffset(b, env, s, 8, L.kvEmptyOff(0, S)));
+  // Slot reuse: wait until the consumers released the previous fill.
+  Value reuse = arith::CmpIOp::create(b, arith::CmpIPredicate::uge, i,
+                                      constIdx(b, S));
+  auto ifReuse = scf::IfOp::create(b, reuse, /*withElse=*/false);
+  {
+    OpBuilder::InsertionGuard g2(b);
+    b.setInsertionPointToStart(ifReuse.thenBlock());
+    Value prev = arith::AddIOp::create(b, n, constIdx(b, 1));
+    Value parity = arith::RemUIOp::create(b, prev, constIdx(b, 2));
+    mbarWait(b, empty, toI32(b, parity));
+  }
+  mbarArriveExpectTx(b, full, L.kBytes + L.vBytes);
+  Value kBase =
+      smemOffset(b, env.tiles, stageOffset(b, env, s, L.stageBytes, L.kOff(0)));
+  Value vBase = smemOffset(b, kBase, L.kBytes);
+  Value row = toI32(b, idxMul(b, t, cfg.blockN));
+  for (int64_t p = 0; p < spec.headDim / 64; ++p)
+    tmaLoad(b, smemOffset(b, kBase, p * cfg.blockN * 128), env.tmaK,
+            {constI32(b, 64 * p), row, kvbhI}, full);
+  for (int64_t p = 0; p < spec.valueDim / 64; ++p)
+    tmaLoad(b, smemOffset(b, vBase, p * cfg.blockN * 128), env.tmaV,
+            {constI32(b, 64 * p), row, kvbhI}, full);
+}
+
+/// Inlines the score_mod region for one element: block arguments are the
+/// score, the batch indices, the query row, the key column and the captures;
+/// `tensor.extract` from a capture becomes a load from its memref.
+static Value inlineScoreMod(ImplicitLocOpBuilder &b, KernelEnv &env, Value s,
+                            Value row, Value col) {
+  Block &body = env.spec.scoreMod->front();
+  int64_t nb = env.spec.numBatchDims;
+  IRMapping map;
+  map.map(body.getArgument(0), s);
+  for (int64_t d = 0; d < nb; ++d)
+    map.map(body.getArgument(1 + d), env.batchIdx[d]);
+  map.map(body.getArgument(1 + nb), row);
+  map.map(body.getArgument(2 + nb), col);
+  unsigned firstCapture = 3 + nb;
+  for (Operation &op : body.without_terminator()) {
+    if (auto ex = dyn_cast<tensor::ExtractOp>(&op)) {
+      auto arg = dyn_cast<BlockArgument>(ex.getTensor());
+      if (arg && arg.getOwner() == &body &&
+          arg.getArgNumber() >= firstCapture) {
+        SmallVector<Value> idx;
+        for (Value v : ex.getIndices())
+          idx.push_back(map.lookup(v));
+        Value mem = env.captures[arg.getArgNumber() - firstCapture];
+        map.map(ex.getResult(), memref::LoadOp::create(b, mem, idx));
+        continue;
+      }
+    }
+    b.clone(op, map);
+  }
+  return map.lookup(body.getTerminator()->getOperand(0));
+}
+
+static void buildConsumer(ImplicitLocOpBuilder &b, KernelEnv &env,
+                          Value wg) {
+  const KernelConfig &cfg = env.cfg;
+  const KernelSpec &spec = env.spec;
+  const SmemLayout &L = env.layout;
+  MLIRContext *ctx = b.getContext();
+  int64_t S = cfg.stages, BM = cfg.blockM, BN = cfg.blockN;
+  int64_t D = spec.headDim, Dv = spec.valueDim;
+  Type elem = spec.elemType;
+
+  Value c = arith::SubIOp::create(b, wg, constIdx(b, 1));
+  Value ctid = arith::RemUIOp::create(b, env.tid, constIdx(b, 128));
+  Value warp = arith::DivUIOp::create(b, ctid, constIdx(b, 32));
+  Value lane = arith::RemUIOp::create(b, env.tid, constIdx(b, 32));
+  Value quadLane = arith::RemUIOp::create(b, lane, constIdx(b, 4));
+
+  // This thread's two rows (global query index) and its column offset.
+  Value row0 = idxAdd(b, env.q0, idxMul(b, c, 64));
+  row0 = idxAdd(b, row0, idxMul(b, warp, 16));
+  row0 = idxAdd(b, row0, arith::DivUIOp::create(b, lane, constIdx(b, 4)));
+  Value rows[2] = {row0, idxAdd(b, row0, constIdx(b, 8))};
+  Value laneCol = idxMul(b, quadLane, 2);
+
+  mbarWait(b, smemOffset(b, env.tiles, L.qFullOff()), constI32(b, 0));
+
+  // Descriptors: K-major tiles advance 32 B (+2) per k16 inside a 64-column
+  // panel; panels are rows·128 B apart. V (MN-major) advances 16 rows
+  // (+128) per k16.
+  Value qTile = smemOffset(
+      b, env.tiles, toI64(b, idxMul(b, c, 64 * 128)));
+  Value qDesc0 = wgmmaDescriptor(b, qTile, BM * 128, 1024);
+  Value kDesc0 =
+      wgmmaDescriptor(b, smemOffset(b, env.tiles, L.kOff(0)), BN * 128, 1024);
+  Value vDesc0 =
+      wgmmaDescriptor(b, smemOffset(b, env.tiles, L.vOff(0)), BN * 128, 1024);
+  auto descAt = [&](Value d, int64_t units) -> Value {
+    if (units == 0)
+      return d;
+    return LLVM::AddOp::create(b, d, constI64(b, units));
+  };
+
+  int64_t chunks = cfg.splitPV ? Dv / 64 : 1;
+  int64_t chunkN = Dv / chunks;
+  auto oType = accType(ctx, chunkN);
+  auto sType = accType(ctx, BN);
+  Value negInf = constF32(b, -std::numeric_limits<double>::infinity());
+  Value fzero = constF32(b, 0.0);
+
+  SmallVector<Value> inits;
+  for (int64_t k = 0; k < chunks; ++k)
+    inits.push_back(LLVM::ZeroOp::create(b, oType));
+  inits.append({negInf, negInf, fzero, fzero});
+
+  auto loop =
+      scf::ForOp::create(b, env.tBegin, env.tEnd, constIdx(b, 1), inits);
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value t = loop.getInductionVar();
+    auto iter = loop.getRegionIterArgs();
+    SmallVector<Value> O(iter.begin(), iter.begin() + chunks);
+    RowState st;
+    st.m[0] = iter[chunks];
+    st.m[1] = iter[chunks + 1];
+    st.l[0] = iter[chunks + 2];
+    st.l[1] = iter[chunks + 3];
+
+    Value i = arith::SubIOp::create(b, t, env.tBegin);
+    Value s = arith::RemUIOp::create(b, i, constIdx(b, S));
+    Value n = arith::DivUIOp::create(b, i, constIdx(b, S));
+    Value parity = toI32(b, arith::RemUIOp::create(b, n, constIdx(b, 2)));
+    mbarWait(b,
+             smemOffset(b, env.tiles,
+                        stageOffset(b, env, s, 8, L.kvFullOff(0))),
+             parity);
+    Value stageUnits = toI64(b, idxMul(b, s, L.stageBytes / 16));
+    Value kd = LLVM::AddOp::create(b, kDesc0, stageUnits);
+    Value vd = LLVM::AddOp::create(b, vDesc0, stageUnits);
+
+    // S = Q Kᵀ.
+    wgmmaFence(b);
+    Value acc = LLVM::UndefOp::create(b, sType);
+    for (int64_t kk = 0; kk < D / 16; ++kk) {
+      int64_t p = kk / 4, w = kk % 4;
+      Value a = descAt(qDesc0, p * BM * 128 / 16 + 2 * w);
+      Value bd = descAt(kd, p * BN * 128 / 16 + 2 * w);
+      acc = wgmmaSS(b, acc, a, bd, BN, elem, /*accumulate=*/kk > 0);
+    }
+    wgmmaCommitAndWait(b, 0);
+
+    SmallVector<Value> sv;
+    for (int64_t e = 0; e < BN / 2; ++e)
+      sv.push_back(LLVM::ExtractValueOp::create(b, acc, e));
+
+    ScoreContext sc;
+    sc.rowIdx[0] = rows[0];
+    sc.rowIdx[1] = rows[1];
+    sc.colBase = idxMul(b, t, BN);
+    sc.laneCol = laneCol;
+    sc.needsMask = true; // key tails always possible: Lk is a run-time value
+    MaskAttr mask = spec.mask;
+    Value lq = env.lq, lk = env.lk;
+    sc.allowed = [mask, lq, lk](ImplicitLocOpBuilder &bb, Value r,
+                                Value col) -> Value {
+      Value ok =
+          arith::CmpIOp::create(bb, arith::CmpIPredicate::slt, col, lk);
+      if (Value m = buildMaskPredicate(bb, bb.getLoc(), mask, r, col, lq, lk))
+        ok = arith::AndIOp::create(bb, ok, m);
+      return ok;
+    };
+    if (spec.scoreMod)
+      sc.scoreMod = [&env](ImplicitLocOpBuilder &bb, Value v, Value r,
+                           Value col) {
+        return inlineScoreMod(bb, env, v, r, col);
+      };
+    std::array<Value, 2> alpha =
+        onlineSoftmaxStep(b, sv, st, spec.scale, sc);
+
+    // O *= alpha (per row).
+    for (int64_t k = 0; k < chunks; ++k) {
+      Value o = O[k];
+      for (int64_t e = 0; e < chunkN / 2; ++e) {
+        Value x = LLVM::ExtractValueOp::create(b, o, e);
+        x = arith::MulFOp::create(b, x, alpha[fragRowHalf(e)]);
+        o = LLVM::InsertValueOp::create(b, o, x, e);
+      }
+      O[k] = o;
+    }
+
+    // O += P V.
+    SmallVector<Value> aRegs = packA(b, sv, elem);
+    wgmmaFence(b);
+    for (int64_t kb = 0; kb < BN / 16; ++kb)
+      for (int64_t k = 0; k < chunks; ++k) {
+        Value d = descAt(vd, kb * 16 * 128 / 16 + k * BN * 128 / 16);
+        O[k] = wgmmaRS(b, O[k], ArrayRef<Value>(aRegs).slice(4 * kb, 4), d,
+                       chunkN, elem);
+      }
+    wgmmaCommitAndWait(b, 0);
+
+    // Release the slot: one arrival per consumer warp.
+    Value lane0 = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, lane,
+                                        constIdx(b, 0));
+    auto ifLane0 = scf::IfOp::create(b, lane0, /*withElse=*/false);
+    {
+      OpBuilder::InsertionGuard g2(b);
+      b.setInsertionPointToStart(ifLane0.thenBlock());
+      mbarArrive(b, smemOffset(b, env.tiles,
+                               stageOffset(b, env, s, 8, L.kvEmptyOff(0, S))));
+    }
+    SmallVector<Value> yields(O.begin(), O.end());
+    yields.append({st.m[0], st.m[1], st.l[0], st.l[1]});
+    scf::YieldOp::create(b, yields);
+  }
+
+  // Epilogue: O / l, stored straight from registers; rows past Lq skipped.
+  auto res = loop.getResults();
+  Value mFin[2] = {res[chunks], res[chunks + 1]};
+  Value lFin[2] = {quadReduce(b, res[chunks + 2], false),
+                   quadReduce(b, res[chunks + 3], false)};
+  Value inv[2];
+  for (int h = 0; h < 2; ++h) {
+    Value isZero =
+        arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, lFin[h], fzero);
+    Value r = arith::DivFOp::create(b, constF32(b, 1.0), lFin[h]);
+    inv[h] = arith::SelectOp::create(b, isZero, fzero, r);
+  }
+  auto ptrTy = LLVM::LLVMPointerType::get(ctx);
+  auto pairTy = VectorType::get({2}, elem);
+  int64_t eltBytes = elem.getIntOrFloatBitWidth() / 8;
+  Value rowBase = arith::MulIOp::create(b, env.bh, env.lq); // bh·Lq + row
+  for (int h = 0; h < 2; ++h) {
+    Value inRange =
+        arith::CmpIOp::create(b, arith::CmpIPredicate::slt, rows[h], env.lq);
+    auto ifRow = scf::IfOp::create(b, inRange, /*withElse=*/false);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(ifRow.thenBlock());
+    Value flatRow = idxAdd(b, rowBase, rows[h]);
+    Value rowOff = idxAdd(b, idxMul(b, flatRow, Dv), laneCol);
+    for (int64_t k = 0; k < chunks; ++k)
+      for (int64_t e = 0; e < chunkN / 2; e += 2) {
+        if (fragRowHalf(e) != h)
+          continue;
+        Value x0 = LLVM::ExtractValueOp::create(b, res[k], e);
+        Value x1 = LLVM::ExtractValueOp::create(b, res[k], e + 1);
+        x0 = arith::TruncFOp::create(
+            b, elem, arith::MulFOp::create(b, x0, inv[h]));
+        x1 = arith::TruncFOp::create(
+            b, elem, arith::MulFOp::create(b, x1, inv[h]));
+        Value v = vector::FromElementsOp::create(b, pairTy, ValueRange{x0, x1});
+        int64_t col = k * chunkN + 8 * (e / 4);
+        Value off = toI64(b, idxAdd(b, rowOff, constIdx(b, col)));
+        Value ptr = LLVM::GEPOp::create(b, ptrTy, elem, env.outPtr,
+                                        ValueRange{off});
+        LLVM::StoreOp::create(b, v, ptr, /*alignment=*/2 * eltBytes);
+      }
+    if (spec.hasLse) {
+      // lse = ln(sum exp(s)) = ln 2 · (m + log2 l); -inf for an empty row.
+      Value q0 = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, quadLane,
+                                       constIdx(b, 0));
+      auto ifQ = scf::IfOp::create(b, q0, /*withElse=*/false);
+      OpBuilder::InsertionGuard g2(b);
+      b.setInsertionPointToStart(ifQ.thenBlock());
+      Value lg = LLVM::CallIntrinsicOp::create(
+                     b, b.getF32Type(),
+                     b.getStringAttr("llvm.nvvm.lg2.approx.f"),
+                     ValueRange{lFin[h]})
+                     .getResult(0);
+      Value lse = arith::MulFOp::create(b, arith::AddFOp::create(b, mFin[h], lg),
+                                        constF32(b, std::log(2.0)));
+      Value isZero =
+          arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, lFin[h], fzero);
+      lse = arith::SelectOp::create(b, isZero, negInf, lse);
+      Value ptr = LLVM::GEPOp::create(b, ptrTy, b.getF32Type(), env.lsePtr,
+                                      ValueRange{toI64(b, flatRow)});
+      LLVM::StoreOp::create(b, lse, ptr, /*alignment=*/4);
+    }
+  }
+}
+
+gpu::GPUFuncOp gpu_lowering::buildAttentionKernel(OpBuilder &ob, Location loc,
+                                                  gpu::GPUModuleOp module,
+                                                  const KernelConfig &cfg,
+                                                  const KernelSpec &spec) {
+  MLIRContext *ctx = ob.getContext();
+  ImplicitLocOpBuilder b(loc, ob);
+  b.setInsertionPointToEnd(module.getBody());
+
+  // Dynamic shared memory: `extern __shared__ __align__(1024) char smem[]`.
+  auto arrTy = LLVM::LLVMArrayType::get(b.getI8Type(), 0);
+  LLVM::GlobalOp::create(b, arrTy, /*isConstant=*/false,
+                         LLVM::Linkage::External, "flash_smem", Attribute(),
+                         /*alignment=*/1024, /*addrSpace=*/3);
+
+  auto ptrTy = LLVM::LLVMPointerType::get(ctx);
+  auto sptrTy = LLVM::LLVMPointerType::get(ctx, 3);
+  Type idx = b.getIndexType();
+  SmallVector<Type> argTypes(4, ptrTy);
+  if (spec.hasLse)
+    argTypes.push_back(ptrTy);
+  argTypes.append(3 + spec.numBatchDims, idx);
+  for (MemRefType t : spec.captureTypes)
+    argTypes.push_back(t);
+  auto fn = gpu::GPUFuncOp::create(b, "kernel",
+                                   FunctionType::get(ctx, argTypes, {}));
+  fn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
+  int32_t threads = static_cast<int32_t>(cfg.threads());
+  // A register cap at entry (launch bounds with one CTA per SM) is what
+  // lets setmaxnreg move registers from the producer to the consumers.
+  fn->setAttr("nvvm.maxntid", b.getDenseI32ArrayAttr({threads, 1, 1}));
+  fn->setAttr("nvvm.minctasm", b.getI32IntegerAttr(1));
+
+  Block &entry = fn.getBody().front();
+  b.setInsertionPointToStart(&entry);
+  KernelEnv env{cfg, spec, SmemLayout(cfg, spec)};
+  unsigned a = 0;
+  env.tmaQ = entry.getArgument(a++);
+  env.tmaK = entry.getArgument(a++);
+  env.tmaV = entry.getArgument(a++);
+  env.outPtr = entry.getArgument(a++);
+  if (spec.hasLse)
+    env.lsePtr = entry.getArgument(a++);
+  env.lq = entry.getArgument(a++);
+  env.lk = entry.getArgument(a++);
+  env.hkv = entry.getArgument(a++);
+  for (int64_t d = 0; d < spec.numBatchDims; ++d)
+    env.batchSizes.push_back(entry.getArgument(a++));
+  for (size_t k = 0; k < spec.captureTypes.size(); ++k)
+    env.captures.push_back(entry.getArgument(a++));
+
+  env.tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
+  Value qBlock = gpu::BlockIdOp::create(b, gpu::Dimension::x);
+  env.bh = gpu::BlockIdOp::create(b, gpu::Dimension::y);
+  env.q0 = idxMul(b, qBlock, cfg.blockM);
+
+  // Grouped-query attention: query head h of the last batch dim reads KV
+  // head h / (Hq / Hkv); the outer batch dims are shared.
+  int64_t nb = spec.numBatchDims;
+  if (nb == 0) {
+    env.kvbh = env.bh;
+  } else {
+    Value hq = env.batchSizes[nb - 1];
+    Value group = arith::DivUIOp::create(b, hq, env.hkv);
+    Value outer = arith::DivUIOp::create(b, env.bh, hq);
+    Value h = arith::RemUIOp::create(b, env.bh, hq);
+    env.kvbh = idxAdd(b, arith::MulIOp::create(b, outer, env.hkv),
+                      arith::DivUIOp::create(b, h, group));
+    if (spec.scoreMod) {
+      env.batchIdx.resize(nb);
+      Value rest = env.bh;
+      for (int64_t d = nb - 1; d >= 0; --d) {
+        env.batchIdx[d] =
+            d == 0 ? rest
+                   : arith::RemUIOp::create(b, rest, env.batchSizes[d])
+                         .getResult();
+        if (d > 0)
+          rest = arith::DivUIOp::create(b, rest, env.batchSizes[d]);
+      }
+    }
+  }
+  computeTileRange(b, env);
+
+  // Align the dynamic shared-memory base to 1024 B (128B-swizzle atoms).
+  Value base = LLVM::AddressOfOp::create(b, sptrTy, "flash_smem");
+  Value baseInt = LLVM::PtrToIntOp::create(b, b.getI64Type(), base);
+  Value up = LLVM::AddOp::create(b, baseInt, constI64(b, 1023));
+  Value aligned = LLVM::AndOp::create(b, up, constI64(b, ~int64_t(1023)));
+  Value pad = LLVM::SubOp::create(b, aligned, baseInt);
+  env.tiles = smemOffset(b, base, pad);
+
+  const SmemLayout &L = env.layout;
+  Value isT0 = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, env.tid,
+                                     constIdx(b, 0));
+  {
+    auto ifInit = scf::IfOp::create(b, isT0, /*withElse=*/false);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(ifInit.thenBlock());
+    mbarInit(b, smemOffset(b, env.tiles, L.qFullOff()), 1);
+    for (int64_t s = 0; s < cfg.stages; ++s) {
+      mbarInit(b, smemOffset(b, env.tiles, L.kvFullOff(s)), 1);
+      mbarInit(b, smemOffset(b, env.tiles, L.kvEmptyOff(s, cfg.stages)),
+               4 * cfg.consumerWarpgroups);
+    }
+  }
+  gpu::BarrierOp::create(b);
+
+  Value wg = arith::DivUIOp::create(b, env.tid, constIdx(b, 128));
+  Value isProducer =
+      arith::CmpIOp::create(b, arith::CmpIPredicate::eq, wg, constIdx(b, 0));
+  auto roles = scf::IfOp::create(b, isProducer, /*withElse=*/true);
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(roles.thenBlock());
+    if (cfg.producerRegs > 0)
+      NVVM::SetMaxRegisterOp::create(b, cfg.producerRegs,
+                                     NVVM::SetMaxRegisterAction::decrease);
+    auto ifT0 = scf::IfOp::create(b, isT0, /*withElse=*/false);
+    b.setInsertionPointToStart(ifT0.thenBlock());
+    buildProducer(b, env);
+  }
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(roles.elseBlock());
+    if (cfg.consumerRegs > 0)
+      NVVM::SetMaxRegisterOp::create(b, cfg.consumerRegs,
+                                     NVVM::SetMaxRegisterAction::increase);
+    buildConsumer(b, env, wg);
+  }
+  gpu::ReturnOp::create(b);
+  return fn;
+}

@@ -1,0 +1,173 @@
+//===- Pipeline.cpp - TMA/mbarrier ring and wgmma wrappers for the kernel -===//
+#include "FlashToGPU.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+
+using namespace mlir;
+using namespace mlir::flash;
+using namespace mlir::flash::gpu_lowering;
+
+Value gpu_lowering::constI32(ImplicitLocOpBuilder &b, int64_t v) {
+  return arith::ConstantIntOp::create(b, v, 32);
+}
+Value gpu_lowering::constI64(ImplicitLocOpBuilder &b, int64_t v) {
+  return arith::ConstantIntOp::create(b, v, 64);
+}
+Value gpu_lowering::constIdx(ImplicitLocOpBuilder &b, int64_t v) {
+  return arith::ConstantIndexOp::create(b, v);
+}
+Value gpu_lowering::constF32(ImplicitLocOpBuilder &b, double v) {
+  return arith::ConstantFloatOp::create(b, b.getF32Type(),
+                                        APFloat(static_cast<float>(v)));
+}
+Value gpu_lowering::toI32(ImplicitLocOpBuilder &b, Value index) {
+  return arith::IndexCastOp::create(b, b.getI32Type(), index);
+}
+Value gpu_lowering::toI64(ImplicitLocOpBuilder &b, Value index) {
+  return arith::IndexCastOp::create(b, b.getI64Type(), index);
+}
+
+SmemLayout::SmemLayout(const KernelConfig &cfg, const KernelSpec &spec) {
+  int64_t elt = spec.elemType.getIntOrFloatBitWidth() / 8;
+  qBytes = cfg.blockM * spec.headDim * elt;
+  kBytes = cfg.blockN * spec.headDim * elt;
+  vBytes = cfg.blockN * spec.valueDim * elt;
+  stageBytes = kBytes + vBytes;
+  barOff = qBytes + cfg.stages * stageBytes;
+  total = 1024 + barOff + 8 * (1 + 2 * cfg.stages);
+}
+
+Value gpu_lowering::smemOffset(ImplicitLocOpBuilder &b, Value base,
+                               Value bytes) {
+  return LLVM::GEPOp::create(b, base.getType(), b.getI8Type(), base,
+                             ValueRange{bytes});
+}
+Value gpu_lowering::smemOffset(ImplicitLocOpBuilder &b, Value base,
+                               int64_t bytes) {
+  if (bytes == 0)
+    return base;
+  return smemOffset(b, base, constI64(b, bytes));
+}
+
+void gpu_lowering::mbarInit(ImplicitLocOpBuilder &b, Value bar,
+                            int64_t count) {
+  NVVM::MBarrierInitOp::create(b, bar, constI32(b, count), Value());
+}
+
+void gpu_lowering::mbarWait(ImplicitLocOpBuilder &b, Value bar,
+                            Value parityI32) {
+  NVVM::MBarrierTryWaitParityOp::create(b, bar, parityI32,
+                                        constI32(b, 10000000));
+}
+
+void gpu_lowering::mbarArrive(ImplicitLocOpBuilder &b, Value bar) {
+  NVVM::MBarrierArriveOp::create(b, Type(), bar, Value());
+}
+
+void gpu_lowering::mbarArriveExpectTx(ImplicitLocOpBuilder &b, Value bar,
+                                      int64_t bytes) {
+  NVVM::MBarrierArriveExpectTxOp::create(b, Type(), bar, constI32(b, bytes),
+                                         NVVM::MemScopeKind::CTA,
+                                         /*relaxed=*/false, Value());
+}
+
+void gpu_lowering::tmaLoad(ImplicitLocOpBuilder &b, Value dst, Value desc,
+                           ArrayRef<Value> coords, Value bar) {
+  // The CTA's own shared memory seen through the shared::cluster window
+  // (a launch without clusters is a cluster of one).
+  Value dstCluster = LLVM::AddrSpaceCastOp::create(
+      b, LLVM::LLVMPointerType::get(b.getContext(), 7), dst);
+  NVVM::CpAsyncBulkTensorGlobalToSharedClusterOp::create(
+      b, dstCluster, desc, coords, bar, ValueRange{}, Value(), Value(),
+      NVVM::TMALoadMode::TILE, /*isCTAOnly=*/false,
+      NVVM::CTAGroupKindAttr(), Value());
+}
+
+// Matrix descriptor bits: [0,14) address >> 4, [16,30) leading byte offset
+// >> 4, [32,46) stride byte offset >> 4, [62,64) swizzle (1 = 128 B).
+Value gpu_lowering::wgmmaDescriptor(ImplicitLocOpBuilder &b, Value ptr,
+                                    int64_t lboBytes, int64_t sboBytes) {
+  Value addr = LLVM::PtrToIntOp::create(b, b.getI64Type(), ptr);
+  Value masked = LLVM::AndOp::create(b, addr, constI64(b, 0x3FFFF));
+  Value lo = LLVM::LShrOp::create(b, masked, constI64(b, 4));
+  uint64_t hi = (uint64_t((lboBytes >> 4) & 0x3FFF) << 16) |
+                (uint64_t((sboBytes >> 4) & 0x3FFF) << 32) | (1ull << 62);
+  return LLVM::OrOp::create(b, lo, constI64(b, static_cast<int64_t>(hi)));
+}
+
+LLVM::LLVMStructType gpu_lowering::accType(MLIRContext *ctx, int64_t n) {
+  SmallVector<Type> fields(n / 2, Float32Type::get(ctx));
+  return LLVM::LLVMStructType::getLiteral(ctx, fields);
+}
+
+static NVVM::WGMMATypes wgmmaType(Type t) {
+  return t.isBF16() ? NVVM::WGMMATypes::bf16 : NVVM::WGMMATypes::f16;
+}
+
+Value gpu_lowering::wgmmaSS(ImplicitLocOpBuilder &b, Value acc, Value descA,
+                            Value descB, int64_t n, Type elemType,
+                            bool accumulate) {
+  MLIRContext *ctx = b.getContext();
+  auto t = NVVM::WGMMATypesAttr::get(ctx, wgmmaType(elemType));
+  return NVVM::WgmmaMmaAsyncOp::create(
+      b, acc.getType(), acc, descA, descB,
+      NVVM::MMAShapeAttr::get(ctx, 64, n, 16), t, t,
+      NVVM::WGMMATypesAttr::get(ctx, NVVM::WGMMATypes::f32),
+      NVVM::WGMMAScaleOutAttr::get(ctx, accumulate ? NVVM::WGMMAScaleOut::one
+                                                   : NVVM::WGMMAScaleOut::zero),
+      NVVM::WGMMAScaleInAttr::get(ctx, NVVM::WGMMAScaleIn::one),
+      NVVM::WGMMAScaleInAttr::get(ctx, NVVM::WGMMAScaleIn::one),
+      NVVM::MMALayoutAttr::get(ctx, NVVM::MMALayout::row),
+      NVVM::MMALayoutAttr::get(ctx, NVVM::MMALayout::col),
+      NVVM::MMAIntOverflowAttr());
+}
+
+Value gpu_lowering::wgmmaRS(ImplicitLocOpBuilder &b, Value acc,
+                            ArrayRef<Value> aRegs, Value descB, int64_t n,
+                            Type elemType) {
+  int64_t nAcc = n / 2;
+  std::string ty = elemType.isBF16() ? "bf16" : "f16";
+  std::string asmStr = "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                       "wgmma.mma_async.sync.aligned.m64n" +
+                       std::to_string(n) + "k16.f32." + ty + "." + ty + " {";
+  for (int64_t i = 0; i < nAcc; ++i)
+    asmStr += (i ? ", $" : "$") + std::to_string(i);
+  asmStr += "}, {";
+  for (int64_t i = 0; i < 4; ++i)
+    asmStr += (i ? ", $" : "$") + std::to_string(2 * nAcc + i);
+  // imm-scale-a = imm-scale-b = 1; imm-trans-b = 1: V is stored [key][d],
+  // i.e. N-major for B.
+  asmStr += "}, $" + std::to_string(2 * nAcc + 4) + ", p, 1, 1, 1;\n}";
+
+  std::string cons;
+  for (int64_t i = 0; i < nAcc; ++i)
+    cons += "=f,";
+  for (int64_t i = 0; i < nAcc; ++i)
+    cons += std::to_string(i) + ",";
+  cons += "r,r,r,r,l";
+
+  SmallVector<Value> operands;
+  for (int64_t i = 0; i < nAcc; ++i)
+    operands.push_back(LLVM::ExtractValueOp::create(b, acc, i));
+  operands.append(aRegs.begin(), aRegs.end());
+  operands.push_back(descB);
+  return LLVM::InlineAsmOp::create(
+             b, acc.getType(), operands, asmStr, cons,
+             /*has_side_effects=*/true, /*is_align_stack=*/false,
+             LLVM::tailcallkind::TailCallKind::None,
+             LLVM::AsmDialectAttr::get(b.getContext(),
+                                       LLVM::AsmDialect::AD_ATT),
+             ArrayAttr())
+      .getResult(0);
+}
+
+void gpu_lowering::wgmmaFence(ImplicitLocOpBuilder &b) {
+  NVVM::WgmmaFenceAlignedOp::create(b);
+}
+
+void gpu_lowering::wgmmaCommitAndWait(ImplicitLocOpBuilder &b,
+                                      int64_t pending) {
+  NVVM::WgmmaGroupSyncAlignedOp::create(b);
+  NVVM::WgmmaWaitGroupSyncOp::create(b, pending);
+}

@@ -1,0 +1,127 @@
+//===- Softmax.cpp - online softmax on wgmma accumulator registers --------===//
+//
+// Each thread holds two rows (r and r+8) of a 64-row fragment, spread over
+// the four lanes of a quad; row statistics are reduced with two butterfly
+// shuffles. Work is in the log2 domain: s2 = s·scale·log2(e), p = 2^(s2 − m),
+// so the softmax needs one ex2 per element and no exp.
+//
+//===----------------------------------------------------------------------===//
+#include "FlashToGPU.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+#include <cmath>
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::flash;
+using namespace mlir::flash::gpu_lowering;
+
+static Value exp2Approx(ImplicitLocOpBuilder &b, Value x) {
+  // ex2.approx.ftz: 2^-inf = +0, which is what masked scores need.
+  return LLVM::CallIntrinsicOp::create(
+             b, b.getF32Type(), b.getStringAttr("llvm.nvvm.ex2.approx.ftz.f32"),
+             ValueRange{x})
+      .getResult(0);
+}
+
+Value gpu_lowering::quadReduce(ImplicitLocOpBuilder &b, Value v, bool isMax) {
+  Value width = constI32(b, 32);
+  for (int64_t off : {1, 2}) {
+    Value other = gpu::ShuffleOp::create(b, v, constI32(b, off), width,
+                                         gpu::ShuffleMode::XOR)
+                      .getShuffleResult();
+    v = isMax ? arith::MaxNumFOp::create(b, v, other).getResult()
+              : arith::AddFOp::create(b, v, other).getResult();
+  }
+  return v;
+}
+
+std::array<Value, 2>
+gpu_lowering::onlineSoftmaxStep(ImplicitLocOpBuilder &b,
+                                SmallVectorImpl<Value> &s, RowState &st,
+                                double scale, const ScoreContext &ctx) {
+  const double log2e = 1.4426950408889634;
+  Value negInf = constF32(b, -std::numeric_limits<double>::infinity());
+  Value zero = constF32(b, 0.0);
+  Value scaleLog2 = constF32(b, scale * log2e);
+  Value scaleNat = constF32(b, scale);
+  Value log2eV = constF32(b, log2e);
+
+  // Scores in the log2 domain, with score_mod and the mask applied.
+  for (int64_t i = 0, e = s.size(); i < e; ++i) {
+    Value &v = s[i];
+    int64_t h = fragRowHalf(i);
+    Value col;
+    if (ctx.needsMask || ctx.scoreMod) {
+      Value c = arith::AddIOp::create(b, ctx.colBase, ctx.laneCol);
+      col = arith::AddIOp::create(b, c, constIdx(b, fragColBase(i)));
+    }
+    Value x;
+    if (ctx.scoreMod) {
+      Value nat = arith::MulFOp::create(b, v, scaleNat);
+      nat = ctx.scoreMod(b, nat, ctx.rowIdx[h], col);
+      x = arith::MulFOp::create(b, nat, log2eV);
+    } else {
+      x = arith::MulFOp::create(b, v, scaleLog2);
+    }
+    if (ctx.needsMask) {
+      Value ok = ctx.allowed(b, ctx.rowIdx[h], col);
+      x = arith::SelectOp::create(b, ok, x, negInf);
+    }
+    v = x;
+  }
+
+  std::array<Value, 2> alpha;
+  std::array<Value, 2> mUse;
+  for (int64_t h = 0; h < 2; ++h) {
+    Value mx;
+    for (int64_t i = 0, e = s.size(); i < e; ++i) {
+      if (fragRowHalf(i) != h)
+        continue;
+      mx = mx ? arith::MaxNumFOp::create(b, mx, s[i]).getResult() : s[i];
+    }
+    mx = quadReduce(b, mx, /*isMax=*/true);
+    Value mNew = arith::MaxNumFOp::create(b, st.m[h], mx);
+    // A row with nothing allowed so far keeps m = -inf; subtract 0 instead
+    // so that 2^(-inf - m) is 0, never NaN.
+    Value isInf = arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, mNew,
+                                        negInf);
+    mUse[h] = arith::SelectOp::create(b, isInf, zero, mNew);
+    alpha[h] = exp2Approx(b, arith::SubFOp::create(b, st.m[h], mUse[h]));
+    st.m[h] = mNew;
+  }
+
+  Value rowSum[2] = {Value(), Value()};
+  for (int64_t i = 0, e = s.size(); i < e; ++i) {
+    Value &v = s[i];
+    int64_t h = fragRowHalf(i);
+    v = exp2Approx(b, arith::SubFOp::create(b, v, mUse[h]));
+    rowSum[h] = rowSum[h] ? arith::AddFOp::create(b, rowSum[h], v).getResult()
+                          : v;
+  }
+  for (int64_t h = 0; h < 2; ++h) {
+    Value scaled = arith::MulFOp::create(b, st.l[h], alpha[h]);
+    st.l[h] = arith::AddFOp::create(b, scaled, rowSum[h]);
+  }
+  return alpha;
+}
+
+SmallVector<Value> gpu_lowering::packA(ImplicitLocOpBuilder &b,
+                                       ArrayRef<Value> p, Type elemType) {
+  // Accumulator columns [16kb, 16kb+16) are exactly the register-A fragment
+  // of k-block kb: a_r = (p[8kb+2r], p[8kb+2r+1]).
+  SmallVector<Value> regs;
+  auto pair = VectorType::get({2}, elemType);
+  auto one = VectorType::get({1}, b.getI32Type());
+  for (size_t i = 0; i + 1 < p.size(); i += 2) {
+    Value lo = arith::TruncFOp::create(b, elemType, p[i]);
+    Value hi = arith::TruncFOp::create(b, elemType, p[i + 1]);
+    Value v = vector::FromElementsOp::create(b, pair, ValueRange{lo, hi});
+    Value c = vector::BitCastOp::create(b, one, v);
+    regs.push_back(vector::ExtractOp::create(b, c, ArrayRef<int64_t>{0}));
+  }
+  return regs;
+}

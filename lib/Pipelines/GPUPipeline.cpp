@@ -1,0 +1,42 @@
+//===- GPUPipeline.cpp - flash-gpu-pipeline -------------------------------===//
+#include "flash/Conversion/Passes.h"
+#include "flash/Pipelines/Pipelines.h"
+
+#include "mlir/Dialect/GPU/Pipelines/Passes.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+using namespace mlir;
+
+void flash::buildFlashGPUPipeline(OpPassManager &pm,
+                                  const FlashGPUPipelineOptions &options) {
+  ConvertFlashToGPUPassOptions conv;
+  conv.chip = options.chip;
+  conv.blockM = options.blockM;
+  conv.blockN = options.blockN;
+  conv.warpgroups = options.warpgroups;
+  conv.stages = options.stages;
+  conv.splitPV = options.splitPV;
+  conv.producerRegs = options.producerRegs;
+  conv.consumerRegs = options.consumerRegs;
+  pm.addPass(createConvertFlashToGPUPass(conv));
+  pm.addPass(createCanonicalizerPass());
+
+  // The upstream NVVM pipeline: kernels to NVVM and a serialized binary,
+  // host code (TMA descriptor creation, launch on the given stream) to LLVM.
+  gpu::GPUToNVVMPipelineOptions nvvm;
+  nvvm.cubinChip = options.chip;
+  nvvm.cubinFeatures = options.features;
+  nvvm.cubinFormat = options.format;
+  nvvm.optLevel = options.optLevel;
+  gpu::buildLowerToNVVMPassPipeline(pm, nvvm);
+}
+
+void flash::registerFlashGPUPipeline() {
+  PassPipelineRegistration<FlashGPUPipelineOptions>(
+      "flash-gpu-pipeline",
+      "flash.attention to a Hopper kernel in a gpu.binary plus LLVM host code "
+      "(set CUDA_HOME for ptxas)",
+      buildFlashGPUPipeline);
+}

@@ -1,0 +1,32 @@
+// PTX needs only LLVM's NVPTX backend; a cubin needs ptxas.
+// RUN: flash-opt %s --flash-gpu-pipeline="format=isa" | FileCheck %s --check-prefix=PTX
+// RUN: %if ptxas %{ env CUDA_HOME=%cuda_home flash-opt %s --flash-gpu-pipeline="format=bin" | FileCheck %s --check-prefix=BIN %}
+
+// PTX: gpu.binary @flash_attention_0
+// PTX-SAME: assembly = "
+// PTX-SAME: .maxntid 384, 1, 1
+// PTX-SAME: setmaxnreg.dec.sync.aligned.u32 24
+// PTX-SAME: cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+// PTX-SAME: setmaxnreg.inc.sync.aligned.u32 240
+// PTX-SAME: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16
+// PTX-SAME: ex2.approx.ftz.f32
+// PTX-SAME: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
+// PTX-LABEL: llvm.func @attn(
+// PTX: llvm.call @mgpuTensorMapEncodeTiledMemref
+// PTX: gpu.launch_func <%{{.*}} : !llvm.ptr> @flash_attention_0::@kernel
+// PTX-LABEL: llvm.func @_mlir_ciface_attn(
+
+// BIN: gpu.binary @flash_attention_0 [#gpu.object<#nvvm.target<O = 3, chip = "sm_90a", features = "+ptx80">, bin = "
+
+func.func @attn(%q: memref<2x4x100x64xbf16>, %k: memref<2x4x70x64xbf16>,
+                %v: memref<2x4x70x64xbf16>, %o: memref<2x4x100x64xbf16>)
+    attributes {llvm.emit_c_interface} {
+  %qt = bufferization.to_tensor %q restrict : memref<2x4x100x64xbf16> to tensor<2x4x100x64xbf16>
+  %kt = bufferization.to_tensor %k restrict : memref<2x4x70x64xbf16> to tensor<2x4x70x64xbf16>
+  %vt = bufferization.to_tensor %v restrict : memref<2x4x70x64xbf16> to tensor<2x4x70x64xbf16>
+  %ot = bufferization.to_tensor %o restrict writable : memref<2x4x100x64xbf16> to tensor<2x4x100x64xbf16>
+  %r = flash.attention ins(%qt, %kt, %vt : tensor<2x4x100x64xbf16>, tensor<2x4x70x64xbf16>, tensor<2x4x70x64xbf16>)
+         outs(%ot : tensor<2x4x100x64xbf16>) scale(0.125) -> tensor<2x4x100x64xbf16>
+  bufferization.materialize_in_destination %r in restrict writable %o : (tensor<2x4x100x64xbf16>, memref<2x4x100x64xbf16>) -> ()
+  return
+}
