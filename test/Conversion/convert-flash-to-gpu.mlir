@@ -2,7 +2,7 @@
 
 // Causal, GQA 2:1, Lq != Lk, bf16, D = Dv = 64.
 // CHECK-LABEL: func.func @causal_gqa
-// CHECK-SAME: %[[STREAM:.+]]: !llvm.ptr {flash.stream}
+// CHECK-SAME: %[[STREAM:[a-z0-9]+]]: !llvm.ptr {flash.stream}
 // CHECK-COUNT-3: nvgpu.tma.create.descriptor {{.*}} -> <tensor = memref<1x128x64xbf16, 3>, swizzle = swizzle_128b
 // CHECK: %[[TOK:.+]] = builtin.unrealized_conversion_cast %[[STREAM]] : !llvm.ptr to !gpu.async.token
 // CHECK: gpu.launch_func async [%[[TOK]]] @flash_attention_0::@kernel blocks in
@@ -37,11 +37,11 @@ func.func @causal_gqa(%q: memref<2x4x100x64xbf16>, %k: memref<2x2x70x64xbf16>,
 
 // f16, D = 128 != Dv = 64, dynamic lengths, bias score_mod and LSE.
 // CHECK-LABEL: func.func @bias_lse
-// CHECK-SAME: %[[STREAM:.+]]: !llvm.ptr {flash.stream}
+// CHECK-SAME: %[[STREAM:[a-z0-9]+]]: !llvm.ptr {flash.stream}
 // CHECK: nvgpu.tma.create.descriptor {{.*}} box[%{{.*}}, %{{.*}}, %{{.*}}] : memref<*xf16>
 // CHECK: gpu.launch_func async
 // CHECK-SAME: %{{.*}} : memref<?x?xf32>)
-// CHECK: gpu.func @kernel({{.*}}, %[[BIAS:.+]]: memref<?x?xf32>) kernel
+// CHECK: gpu.func @kernel({{.*}}, %[[BIAS:[a-z0-9]+]]: memref<?x?xf32>) kernel
 // CHECK-COUNT-8: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 128, k = 16>, D[<f32>, {{.*}}], A[<f16>
 // CHECK: memref.load %[[BIAS]]
 // CHECK: llvm.nvvm.lg2.approx.f

@@ -2,21 +2,22 @@
 // RUN: flash-opt %s --flash-gpu-pipeline="format=isa" | FileCheck %s --check-prefix=PTX
 // RUN: %if ptxas %{ env CUDA_HOME=%cuda_home flash-opt %s --flash-gpu-pipeline="format=bin" | FileCheck %s --check-prefix=BIN %}
 
-// PTX: gpu.binary @flash_attention_0
-// PTX-SAME: assembly = "
-// PTX-SAME: .maxntid 384, 1, 1
-// PTX-SAME: setmaxnreg.dec.sync.aligned.u32 24
-// PTX-SAME: cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
-// PTX-SAME: setmaxnreg.inc.sync.aligned.u32 240
-// PTX-SAME: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16
-// PTX-SAME: ex2.approx.ftz.f32
-// PTX-SAME: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
 // PTX-LABEL: llvm.func @attn(
-// PTX: llvm.call @mgpuTensorMapEncodeTiledMemref
+// PTX-COUNT-3: llvm.call @mgpuTensorMapEncodeTiledMemref
 // PTX: gpu.launch_func <%{{.*}} : !llvm.ptr> @flash_attention_0::@kernel
 // PTX-LABEL: llvm.func @_mlir_ciface_attn(
+// PTX: gpu.binary @flash_attention_0
+// PTX-SAME: assembly = "
+// PTX-DAG: .maxntid 384, 1, 1
+// PTX-DAG: setmaxnreg.dec.sync.aligned.u32
+// PTX-DAG: cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+// PTX-DAG: setmaxnreg.inc.sync.aligned.u32
+// PTX-DAG: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16
+// PTX-DAG: ex2.approx.ftz.f32
+// PTX-DAG: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
 
-// BIN: gpu.binary @flash_attention_0 [#gpu.object<#nvvm.target<O = 3, chip = "sm_90a", features = "+ptx80">, bin = "
+// BIN: gpu.binary @flash_attention_0 [#gpu.object<#nvvm.target<O = 3, chip = "sm_90a", features = "+ptx80">
+// BIN-SAME: bin = "\7FELF
 
 func.func @attn(%q: memref<2x4x100x64xbf16>, %k: memref<2x4x70x64xbf16>,
                 %v: memref<2x4x70x64xbf16>, %o: memref<2x4x100x64xbf16>)

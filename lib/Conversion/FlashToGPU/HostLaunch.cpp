@@ -115,11 +115,17 @@ LogicalResult gpu_lowering::lowerToLaunch(AttentionOp op,
              << what << " must have the identity (row-major) layout";
     return m;
   };
-  FailureOr<Value> q = need(op.getQuery(), "query"),
-                   k = need(op.getKey(), "key"),
-                   v = need(op.getValue(), "value"),
-                   o = need(op.getOutputInit(), "output init");
-  if (failed(q) || failed(k) || failed(v) || failed(o))
+  FailureOr<Value> q = need(op.getQuery(), "query");
+  if (failed(q))
+    return failure();
+  FailureOr<Value> k = need(op.getKey(), "key");
+  if (failed(k))
+    return failure();
+  FailureOr<Value> v = need(op.getValue(), "value");
+  if (failed(v))
+    return failure();
+  FailureOr<Value> o = need(op.getOutputInit(), "output init");
+  if (failed(o))
     return failure();
   FailureOr<Value> lse = Value();
   if (op.hasLse() && failed(lse = need(op.getLseInit(), "lse init")))
