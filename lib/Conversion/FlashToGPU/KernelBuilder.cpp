@@ -281,11 +281,22 @@ static void buildConsumer(ImplicitLocOpBuilder &b, KernelEnv &env,
         ok = arith::AndIOp::create(bb, ok, m);
       return ok;
     };
-    if (spec.scoreMod)
-      sc.scoreMod = [&env](ImplicitLocOpBuilder &bb, Value v, Value r,
-                           Value col) {
-        return inlineScoreMod(bb, env, v, r, col);
+    if (spec.scoreMod) {
+      // score_mod is only defined on real (q, kv) pairs, and a capture such
+      // as a [Lq, Lk] bias must not be read past its end: tail rows and
+      // columns (masked or never stored) see the last valid index instead.
+      Value lastRow = arith::SubIOp::create(b, lq, constIdx(b, 1));
+      Value lastCol = arith::SubIOp::create(b, lk, constIdx(b, 1));
+      Value clampedRows[2] = {arith::MinSIOp::create(b, rows[0], lastRow),
+                              arith::MinSIOp::create(b, rows[1], lastRow)};
+      sc.scoreMod = [&env, lastCol, rows, clampedRows](
+                        ImplicitLocOpBuilder &bb, Value v, Value r,
+                        Value col) {
+        Value cr = r == rows[0] ? clampedRows[0] : clampedRows[1];
+        Value cc = arith::MinSIOp::create(bb, col, lastCol);
+        return inlineScoreMod(bb, env, v, cr, cc);
       };
+    }
     std::array<Value, 2> alpha =
         onlineSoftmaxStep(b, sv, st, spec.scale, sc);
 
