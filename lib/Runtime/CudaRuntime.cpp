@@ -619,6 +619,8 @@ FLASH_RT_EXPORT void flashRuntimeResetStream(void) {
 }
 
 FLASH_RT_EXPORT int flashRuntimeSetDevice(int ordinal) {
+  if (ordinal >= 0 && ordinal == tls.device)
+    return FLASH_RT_OK; // the launcher calls this before every call
   if (!driverReady())
     return tls.status;
   if (!primaryContext(ordinal))
