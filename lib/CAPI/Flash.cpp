@@ -37,8 +37,10 @@
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/Target/TargetMachine.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <unistd.h>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -111,6 +113,49 @@ private:
   SourceMgrDiagnosticHandler handler;
 };
 } // namespace
+
+/// Pass-option parsing reports unknown or malformed options of registered
+/// pipelines on llvm::errs(), not the error stream it is given; redirect
+/// file descriptor 2 for that step so the message reaches the caller.
+class ScopedStderrCapture {
+public:
+  ScopedStderrCapture() {
+    llvm::errs().flush();
+    std::fflush(stderr);
+    file = std::tmpfile();
+    saved = file ? ::dup(2) : -1;
+    if (saved >= 0 && ::dup2(::fileno(file), 2) < 0) {
+      ::close(saved);
+      saved = -1;
+    }
+  }
+  /// Restores stderr and returns what was written to it meanwhile.
+  std::string finish() {
+    std::string text;
+    if (saved < 0)
+      return text;
+    llvm::errs().flush();
+    std::fflush(stderr);
+    ::dup2(saved, 2);
+    ::close(saved);
+    saved = -1;
+    std::rewind(file);
+    char buffer[4096];
+    size_t n;
+    while ((n = std::fread(buffer, 1, sizeof(buffer), file)) > 0)
+      text.append(buffer, n);
+    return text;
+  }
+  ~ScopedStderrCapture() {
+    finish();
+    if (file)
+      std::fclose(file);
+  }
+
+private:
+  std::FILE *file = nullptr;
+  int saved = -1;
+};
 
 // Fatal errors inside a guarded call land here: keep the reason and unwind
 // to the RunSafely of that call instead of exiting.
@@ -311,7 +356,17 @@ FlashStatus flashModuleRunPipeline(FlashModule *module, const char *pipeline,
         return failure();
       }
     }
-    FailureOr<OpPassManager> parsed = parsePassPipeline(text, sink.os);
+    std::string parseErrors;
+    llvm::raw_string_ostream parseOs(parseErrors);
+    FailureOr<OpPassManager> parsed = [&] {
+      ScopedStderrCapture capture;
+      FailureOr<OpPassManager> result = parsePassPipeline(text, parseOs);
+      std::string printed = capture.finish();
+      if (failed(result))
+        sink.os << printed;
+      return result;
+    }();
+    sink.os << parseErrors;
     if (failed(parsed)) {
       sink.os << "\nflash: could not parse the pass pipeline '" << text
               << "'\n";

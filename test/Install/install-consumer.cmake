@@ -56,4 +56,14 @@ run("mlir-opt with the installed plugin" "${MLIR_OPT}" "${input}"
 if(RUN_OUTPUT MATCHES "flash\\.attention")
   message(FATAL_ERROR "plugin pipeline left flash.attention behind")
 endif()
+# The Python package finds the installed C API by itself. (No ';' in the
+# code: run() passes its command through a CMake list.)
+if(PYTHON)
+  run("installed flash_mlir" ${CMAKE_COMMAND} -E env --unset=FLASH_MLIR_LIB_DIR
+      --unset=FLASH_MLIR_CAPI --unset=FLASH_MLIR_BUILD_DIR PYTHONPATH=${prefix}/python
+      ${PYTHON} -c "import flash_mlir\nprint(flash_mlir.library_path())\nprint(flash_mlir.compile('func.func @f() { return }', pipeline='canonicalize'))")
+  if(NOT RUN_OUTPUT MATCHES "^${prefix}/lib/libFlashCAPI.so")
+    message(FATAL_ERROR "flash_mlir did not use the installed C API:\n${RUN_OUTPUT}")
+  endif()
+endif()
 message(STATUS "install-consumer: ok")

@@ -1,0 +1,252 @@
+"""attention(q, k, v, ...): build the flash.attention IR for the arguments'
+shapes and dtypes, compile it once (cached on disk and in memory) and run it:
+NumPy arrays (and CPU torch tensors) on the host, CUDA torch tensors on the GPU.
+"""
+import math
+import os
+import shutil
+import threading
+
+from . import _capi, cache
+from ._capi import FlashError
+from .compiler import format_options
+
+__all__ = ["attention", "attention_ir", "AttentionKernel", "FUNC_NAME"]
+
+FUNC_NAME = "flash_attention"
+CPU_PIPELINE = "flash-cpu-pipeline"
+GPU_PIPELINE = "flash-gpu-pipeline"
+
+_NUMPY_TYPES = {"float32": "f32", "float16": "f16"}
+_TORCH_TYPES = {"torch.float32": "f32", "torch.float16": "f16", "torch.bfloat16": "bf16"}
+
+
+def _memref(shape, elt):
+    return "memref<%sx%s>" % ("x".join(str(d) for d in shape), elt) if shape else \
+        "memref<%s>" % elt
+
+
+def _tensor(shape, elt):
+    return "tensor<%sx%s>" % ("x".join(str(d) for d in shape), elt) if shape else \
+        "tensor<%s>" % elt
+
+
+def _mask_clause(causal, window, align):
+    if align not in ("top_left", "bottom_right"):
+        raise ValueError("align must be 'top_left' or 'bottom_right', got %r" % (align,))
+    if window is not None:
+        if int(window) <= 0:
+            raise ValueError("window must be a positive number of keys, got %r" % (window,))
+        return " mask(sliding_window, %d, %s)" % (int(window), align)
+    if causal:
+        return " mask(causal, %s)" % align
+    return ""
+
+
+def attention_ir(q_shape, k_shape, v_shape, dtype="f32", *, scale=None, causal=False,
+                 window=None, align="top_left", lse=False, name=FUNC_NAME):
+    """The module attention() compiles: one function in destination-passing
+    style on memrefs (q, k, v, out[, lse]) with a C interface, the form both
+    flash-cpu-pipeline and flash-gpu-pipeline take.
+
+    Shapes are [batch..., L, D]; the last batch dim of k/v may divide q's
+    (grouped-query attention). dtype is the MLIR element type (f32, f16, bf16).
+    scale defaults to 1/sqrt(D). window (sliding window of `window` keys)
+    implies the causal bound; align places the diagonal when Lq != Lk."""
+    q_shape, k_shape, v_shape = (tuple(int(d) for d in s) for s in (q_shape, k_shape, v_shape))
+    if len(q_shape) < 2:
+        raise ValueError("q must have shape [batch..., Lq, D], got %s" % (q_shape,))
+    if scale is None:
+        scale = 1.0 / math.sqrt(q_shape[-1])
+    scale = float(scale)
+    if not math.isfinite(scale):
+        raise ValueError("scale must be finite, got %r" % scale)
+    o_shape = q_shape[:-1] + v_shape[-1:]
+    l_shape = q_shape[:-1]
+    args = [("q", q_shape, dtype, False), ("k", k_shape, dtype, False),
+            ("v", v_shape, dtype, False), ("o", o_shape, dtype, True)]
+    if lse:
+        args.append(("lse", l_shape, "f32", True))
+    sig = ", ".join("%%%s: %s" % (n, _memref(s, e)) for n, s, e, _ in args)
+    body = []
+    for n, s, e, writable in args:
+        body.append("  %%%s_t = bufferization.to_tensor %%%s restrict%s : %s to %s" % (
+            n, n, " writable" if writable else "", _memref(s, e), _tensor(s, e)))
+    ins = "%q_t, %k_t, %v_t : " + ", ".join(_tensor(s, e) for _, s, e, _ in args[:3])
+    outs_args = args[3:]
+    outs = ", ".join("%%%s_t" % n for n, _, _, _ in outs_args) + " : " + \
+        ", ".join(_tensor(s, e) for _, s, e, _ in outs_args)
+    results = ", ".join(_tensor(s, e) for _, s, e, _ in outs_args)
+    res = "%r:2" if lse else "%r"
+    body.append("  %s = flash.attention ins(%s) outs(%s) scale(%.9e)%s -> %s" % (
+        res, ins, outs, scale, _mask_clause(causal, window, align), results))
+    for i, (n, s, e, _) in enumerate(outs_args):
+        value = "%%r#%d" % i if lse else "%r"
+        body.append("  bufferization.materialize_in_destination %s in restrict writable %%%s"
+                    " : (%s, %s) -> ()" % (value, n, _tensor(s, e), _memref(s, e)))
+    return ("func.func @%s(%s) attributes {llvm.emit_c_interface} {\n%s\n  return\n}\n"
+            % (name, sig, "\n".join(body)))
+
+
+def _lib_dir():
+    return os.path.dirname(_capi.library_path())
+
+
+class AttentionKernel:
+    """One compiled attention configuration. Call it with (q, k, v) of the
+    shapes it was built for; returns out, or (out, lse)."""
+
+    def __init__(self, ir, device, pipeline, options, lse, path):
+        self.ir, self.device, self.pipeline, self.options = ir, device, pipeline, options
+        self.lse, self.path = lse, path
+        if device == "cpu":
+            from .cpu import HostLibrary
+            self._lib = HostLibrary(path)
+        else:
+            from .gpu import KernelLibrary
+            self._lib = KernelLibrary(path)
+
+    @classmethod
+    def build(cls, ir, device, pipeline=None, options="", lse=False, use_cache=True,
+              opt_level=3):
+        pipeline = pipeline or (CPU_PIPELINE if device == "cpu" else GPU_PIPELINE)
+        target = _capi.host_target() if device == "cpu" else "cuda"
+        k = cache.key(ir, pipeline, options, target, (opt_level, device))
+        path = cache.lookup(k) if use_cache else None
+        if path is None:
+            path = cache.store_file(
+                k, lambda tmp: _compile_to_library(ir, device, pipeline, options, opt_level, tmp),
+                meta={"pipeline": pipeline, "options": options, "target": target,
+                      "version": _capi.version(), "ir": ir})
+        return cls(ir, device, pipeline, options, lse, path)
+
+    def __call__(self, q, k, v, out=None, lse_out=None):
+        if self.device == "cpu":
+            return self._call_host(q, k, v, out, lse_out)
+        return self._call_cuda(q, k, v, out, lse_out)
+
+    def _call_host(self, q, k, v, out, lse_out):
+        import numpy as np
+        q, k, v = (np.ascontiguousarray(x) for x in (q, k, v))
+        if out is None:
+            out = np.empty(q.shape[:-1] + v.shape[-1:], q.dtype)
+        args = [q, k, v, out]
+        if self.lse:
+            if lse_out is None:
+                lse_out = np.empty(q.shape[:-1], np.float32)
+            args.append(lse_out)
+        self._lib.call(FUNC_NAME, *args)
+        return (out, lse_out) if self.lse else out
+
+    def _call_cuda(self, q, k, v, out, lse_out):
+        import torch
+        q, k, v = (x.contiguous() for x in (q, k, v))
+        if out is None:
+            out = torch.empty(q.shape[:-1] + v.shape[-1:], dtype=q.dtype, device=q.device)
+        args = [q, k, v, out]
+        if self.lse:
+            if lse_out is None:
+                lse_out = torch.empty(q.shape[:-1], dtype=torch.float32, device=q.device)
+            args.append(lse_out)
+        self._lib(FUNC_NAME, *args, pass_stream=True)
+        return (out, lse_out) if self.lse else out
+
+
+def _compile_to_library(ir, device, pipeline, options, opt_level, out_path):
+    if device != "cpu":
+        # ptxas comes from the CUDA toolkit; the pipeline finds it through CUDA_HOME.
+        os.environ.setdefault("CUDA_HOME", "/usr/local/cuda")
+    if not _capi.is_registered(pipeline.split("{")[0].strip()):
+        raise FlashError("flash_mlir: pipeline '%s' is not registered in this build (%s)"
+                         % (pipeline, _capi.version()))
+    with _capi.Context() as ctx:
+        module = ctx.parse(ir, "attention.mlir")
+        module.run(pipeline, options)
+        obj = module.emit("object", opt_level)
+    if device == "cpu":
+        from .cpu import link_host_object
+        link_host_object(obj, out_path)
+        return
+    from .cpu import link_shared
+    rt = os.path.join(_lib_dir(), "libflash_cuda_runtime.so")
+    if not os.path.exists(rt):
+        raise FlashError("flash_mlir: libflash_cuda_runtime.so not found next to %s"
+                         % _capi.library_path())
+    # The runtime travels with the kernel (found through $ORIGIN), so cached
+    # kernels load where there is no LLVM.
+    bundled = os.path.join(os.path.dirname(out_path), "libflash_cuda_runtime.so")
+    if not os.path.exists(bundled) or os.path.getmtime(bundled) < os.path.getmtime(rt):
+        shutil.copy2(rt, bundled + ".tmp")
+        os.replace(bundled + ".tmp", bundled)
+    link_shared(obj, out_path, ["-L" + os.path.dirname(bundled), "-lflash_cuda_runtime"],
+                rpaths=["$ORIGIN"])
+
+
+_kernels = {}
+_kernels_lock = threading.Lock()
+
+
+def _classify(x):
+    """('numpy' | 'torch-cpu' | 'torch-cuda', element type)."""
+    mod = type(x).__module__
+    if mod.startswith("torch"):
+        elt = _TORCH_TYPES.get(str(x.dtype))
+        if elt is None:
+            raise TypeError("unsupported torch dtype %s (float32, float16, bfloat16)" % x.dtype)
+        return ("torch-cuda" if x.is_cuda else "torch-cpu"), elt
+    import numpy as np
+    if not isinstance(x, np.ndarray):
+        raise TypeError("expected NumPy arrays or torch tensors, got %s" % type(x).__name__)
+    elt = _NUMPY_TYPES.get(str(x.dtype))
+    if elt is None:
+        raise TypeError("unsupported NumPy dtype %s (float32, float16)" % x.dtype)
+    return "numpy", elt
+
+
+def attention(q, k, v, *, scale=None, causal=False, window=None, align="top_left",
+              return_lse=False, out=None, pipeline=None, cache=True, **options):
+    """Scaled dot-product attention through flash.attention.
+
+    q [batch..., Lq, D], k [batch..., Lk, D], v [batch..., Lk, Dv]: NumPy
+    arrays (float32/float16; run on the host) or torch tensors (CPU tensors
+    run on the host, CUDA tensors on the GPU on torch's current stream). The
+    last batch dim (heads) of k/v may divide q's (grouped-query attention).
+
+    scale: multiplies q.kT, default 1/sqrt(D). causal: key j is visible to
+    query i when j <= i + off; window=W: i + off - W < j <= i + off; off is 0
+    with align="top_left" (torch SDPA's is_causal) or Lk - Lq with
+    "bottom_right". return_lse: also return the f32 row log-sum-exp. out: a
+    preallocated output. pipeline: override flash-cpu-pipeline /
+    flash-gpu-pipeline; **options: their options (block_q=32, parallel=False,
+    reference=True; block_m=..., stages=... on the GPU).
+
+    The kernel for each (shapes, dtype, scale, mask, options) is compiled
+    once, cached on disk (see flash_mlir.cache.cache_dir) and in memory.
+    Raises FlashError with the MLIR diagnostics if it cannot be compiled."""
+    kinds = [_classify(x) for x in (q, k, v)]
+    if len({kd for kd, _ in kinds}) != 1 or len({e for _, e in kinds}) != 1:
+        raise TypeError("q, k and v must be the same kind of array with the same dtype, got %s"
+                        % [(kd, e) for kd, e in kinds])
+    kind, elt = kinds[0]
+    device = "cuda" if kind == "torch-cuda" else "cpu"
+    ir = attention_ir(q.shape, k.shape, v.shape, elt, scale=scale, causal=causal, window=window,
+                      align=align, lse=return_lse)
+    opts = format_options(options)
+    key = (ir, device, pipeline, opts, os.environ.get("FLASH_MLIR_CACHE_DIR"))
+    with _kernels_lock:
+        kernel = _kernels.get(key) if cache else None
+        if kernel is None:
+            kernel = AttentionKernel.build(ir, device, pipeline, opts, lse=return_lse,
+                                           use_cache=cache)
+            if cache:
+                _kernels[key] = kernel
+    if kind == "torch-cpu":
+        import torch
+        if elt == "bf16":
+            raise TypeError("bfloat16 runs on the GPU only; NumPy has no bfloat16")
+        res = kernel(q.numpy(), k.numpy(), v.numpy(),
+                     None if out is None else out.numpy())
+        if return_lse:
+            return torch.from_numpy(res[0]), torch.from_numpy(res[1])
+        return res if out is not None else torch.from_numpy(res)
+    return kernel(q, k, v, out)

@@ -1,0 +1,31 @@
+"""float64 attention written from the definition (independent of the compiler)."""
+import numpy as np
+
+
+def attention_ref(q, k, v, scale=None, causal=False, window=None, align="top_left"):
+    q, k, v = (np.asarray(x, dtype=np.float64) for x in (q, k, v))
+    if scale is None:
+        scale = 1.0 / np.sqrt(q.shape[-1])
+    if q.ndim >= 3 and k.shape[-3] != q.shape[-3]:
+        group = q.shape[-3] // k.shape[-3]
+        k = np.repeat(k, group, axis=-3)
+        v = np.repeat(v, group, axis=-3)
+    s = scale * np.einsum("...id,...jd->...ij", q, k)
+    lq, lk = s.shape[-2:]
+    i = np.arange(lq)[:, None]
+    j = np.arange(lk)[None, :]
+    if causal or window is not None:
+        diag = i + (lk - lq if align == "bottom_right" else 0)
+        allowed = j <= diag
+        if window is not None:
+            allowed &= j > diag - window
+        s = np.where(allowed, s, -np.inf)
+    m = s.max(axis=-1, keepdims=True)
+    live = np.isfinite(m)
+    p = np.where(live, np.exp(s - np.where(live, m, 0)), 0.0)
+    l = p.sum(axis=-1, keepdims=True)
+    out = np.where(l > 0, (p @ v) / np.where(l > 0, l, 1), 0.0)
+    with np.errstate(divide="ignore"):
+        lse = np.where(l[..., 0] > 0, np.log(np.where(l[..., 0] > 0, l[..., 0], 1))
+                       + np.where(live[..., 0], m[..., 0], 0), -np.inf)
+    return out, lse

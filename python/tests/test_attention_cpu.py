@@ -1,0 +1,151 @@
+"""flash_mlir.attention on NumPy arrays (host path): numerics against a float64
+reference on fresh random inputs, the compile cache, and errors."""
+import os
+
+import numpy as np
+import pytest
+
+import flash_mlir
+from flash_mlir import FlashError, attention
+from reference import attention_ref
+
+F32_TOL = 1e-5
+
+
+def rand(rng, shape, dtype=np.float32):
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def rel_err(got, want):
+    return np.max(np.abs(got - want)) / max(np.max(np.abs(want)), 1e-30)
+
+
+CASES = [
+    # name, q shape, k shape, v shape, kwargs
+    ("plain_3d", (3, 37, 24), (3, 29, 24), (3, 29, 12), {}),
+    ("no_batch", (33, 16), (45, 16), (45, 20), {"scale": 0.3}),
+    ("gqa_causal_top_left", (2, 4, 70, 32), (2, 2, 50, 32), (2, 2, 50, 24), {"causal": True}),
+    ("causal_bottom_right", (2, 3, 40, 16), (2, 3, 90, 16), (2, 3, 90, 8),
+     {"causal": True, "align": "bottom_right"}),
+    ("sliding_window", (1, 2, 80, 16), (1, 2, 80, 16), (1, 2, 80, 16),
+     {"window": 17, "align": "bottom_right"}),
+]
+
+
+@pytest.mark.parametrize("name,qs,ks,vs,kw", CASES, ids=[c[0] for c in CASES])
+def test_f32_matches_float64_reference(rng, name, qs, ks, vs, kw):
+    q, k, v = rand(rng, qs), rand(rng, ks), rand(rng, vs)
+    out = attention(q, k, v, **kw)
+    want, _ = attention_ref(q, k, v, **kw)
+    assert out.shape == want.shape and out.dtype == np.float32
+    assert rel_err(out, want) <= F32_TOL
+
+
+def test_lse_and_fully_masked_rows(rng):
+    # top-left causal with Lq > Lk would see every row; bottom-right with
+    # Lq > Lk leaves the first Lq - Lk rows without any visible key.
+    q, k, v = rand(rng, (2, 30, 8)), rand(rng, (2, 20, 8)), rand(rng, (2, 20, 6))
+    out, lse = attention(q, k, v, causal=True, align="bottom_right", return_lse=True)
+    want, want_lse = attention_ref(q, k, v, causal=True, align="bottom_right")
+    assert rel_err(out, want) <= F32_TOL
+    assert np.all(out[:, :10] == 0) and not np.isnan(out).any()
+    assert np.all(np.isneginf(lse[:, :10]))
+    finite = np.isfinite(want_lse)
+    assert np.array_equal(np.isfinite(lse), finite)
+    assert np.max(np.abs(lse[finite] - want_lse[finite])) <= 1e-4
+
+
+def test_writes_into_out_and_overwrites_poison(rng):
+    q, k, v = rand(rng, (2, 19, 8)), rand(rng, (2, 23, 8)), rand(rng, (2, 23, 5))
+    out = np.full((2, 19, 5), np.nan, np.float32)
+    res = attention(q, k, v, out=out)
+    assert res is out
+    assert rel_err(out, attention_ref(q, k, v)[0]) <= F32_TOL
+
+
+def test_float16(rng):
+    q, k, v = (rand(rng, s, np.float16) for s in ((2, 2, 24, 16), (2, 1, 31, 16), (2, 1, 31, 8)))
+    out = attention(q, k, v, causal=True)
+    assert out.dtype == np.float16
+    want, _ = attention_ref(q, k, v, causal=True)
+    # f32 accumulation; the error is that of rounding the result to f16.
+    assert rel_err(out.astype(np.float64), want) <= 2e-3
+
+
+def test_pipeline_options_and_reference_agree(rng):
+    q, k, v = rand(rng, (2, 45, 16)), rand(rng, (2, 38, 16)), rand(rng, (2, 38, 16))
+    tiled = attention(q, k, v, causal=True, block_q=16, block_kv=8, parallel=False)
+    unfused = attention(q, k, v, causal=True, reference=True)
+    want, _ = attention_ref(q, k, v, causal=True)
+    assert rel_err(tiled, want) <= F32_TOL and rel_err(unfused, want) <= F32_TOL
+
+
+def test_non_contiguous_inputs(rng):
+    q = rand(rng, (2, 16, 24)).transpose(0, 2, 1)  # [2, 24, 16], strided
+    k, v = rand(rng, (2, 13, 16)), rand(rng, (2, 13, 7))
+    assert not q.flags.c_contiguous
+    assert rel_err(attention(q, k, v), attention_ref(q, k, v)[0]) <= F32_TOL
+
+
+def test_compiles_once_then_reuses_the_disk_cache(rng, monkeypatch, tmp_path):
+    monkeypatch.setenv("FLASH_MLIR_CACHE_DIR", str(tmp_path))
+    compiles = []
+    import flash_mlir._attention as am
+    orig = am._compile_to_library
+
+    def counting(*args, **kw):
+        compiles.append(args[0])
+        return orig(*args, **kw)
+
+    monkeypatch.setattr(am, "_compile_to_library", counting)
+    q, k, v = rand(rng, (1, 21, 8)), rand(rng, (1, 17, 8)), rand(rng, (1, 17, 8))
+    a = attention(q, k, v, scale=0.7)
+    b = attention(rand(rng, (1, 21, 8)), k, v, scale=0.7)  # same shapes: no compile
+    assert len(compiles) == 1
+    libs = [f for f in os.listdir(tmp_path) if f.endswith(".so")]
+    assert len(libs) == 1
+    # A new process (simulated by dropping the in-memory table) loads from disk.
+    am._kernels.clear()
+    c = attention(q, k, v, scale=0.7)
+    assert len(compiles) == 1
+    np.testing.assert_array_equal(a, c)
+    assert not np.array_equal(a, b)
+    # Anything that changes the code changes the key.
+    attention(q, k, v, scale=0.5)
+    attention(q, k, v, scale=0.7, causal=True)
+    assert len(compiles) == 3
+
+
+def test_bad_shapes_raise_with_the_verifier_message(rng):
+    q, k, v = rand(rng, (2, 10, 16)), rand(rng, (2, 12, 8)), rand(rng, (2, 12, 8))
+    with pytest.raises(FlashError, match="'key' head dim D = 8 does not match 'query' head dim D = 16"):
+        attention(q, k, v)
+
+
+def test_argument_errors(rng):
+    q = rand(rng, (4, 8))
+    with pytest.raises(TypeError, match="float64"):
+        attention(q.astype(np.float64), q, q)
+    with pytest.raises(TypeError):
+        attention(q, q.astype(np.float16), q)
+    with pytest.raises(ValueError, match="align"):
+        attention(q, q, q, causal=True, align="middle")
+    with pytest.raises(FlashError, match="no such option"):
+        attention(q, q, q, no_such_option=3)
+
+
+def test_torch_cpu_tensors(rng):
+    torch = pytest.importorskip("torch")
+    q, k, v = (torch.from_numpy(rand(rng, s)) for s in ((2, 9, 8), (2, 11, 8), (2, 11, 4)))
+    out = attention(q, k, v, causal=True)
+    assert isinstance(out, torch.Tensor)
+    want, _ = attention_ref(q.numpy(), k.numpy(), v.numpy(), causal=True)
+    assert rel_err(out.numpy(), want) <= F32_TOL
+
+
+def test_attention_ir_is_inspectable():
+    ir = flash_mlir.attention_ir((2, 8, 100, 64), (2, 2, 70, 64), (2, 2, 70, 32), "bf16",
+                                 causal=True, align="bottom_right", lse=True)
+    text = flash_mlir.compile(ir, pipeline=None)
+    assert "mask(causal, bottom_right)" in text
+    assert "tensor<2x8x100xf32>" in text and "llvm.emit_c_interface" in text
