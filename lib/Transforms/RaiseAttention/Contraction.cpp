@@ -129,6 +129,22 @@ static Value peelSplatScale(linalg::LinalgOp op, double *scale) {
   return {};
 }
 
+/// An elementwise widening `extf` to f32 with identity maps: flash.attention
+/// widens its operands to f32 itself, exactly, so the narrow input serves.
+static Value peelWidening(linalg::LinalgOp op) {
+  if (!op.hasPureTensorSemantics() || op.getNumDpsInputs() != 1 ||
+      op.getNumDpsInits() != 1 ||
+      op.getNumParallelLoops() != op.getNumLoops() ||
+      !llvm::all_of(op.getIndexingMapsArray(),
+                    [](AffineMap m) { return m.isIdentity(); }))
+    return {};
+  Block *body = op.getBlock();
+  auto ext = body->getTerminator()->getOperand(0).getDefiningOp<arith::ExtFOp>();
+  if (!ext || ext.getIn() != body->getArgument(0) || !ext.getType().isF32())
+    return {};
+  return op.getDpsInputs()[0];
+}
+
 /// A yield-only generic with permutation maps: result dim k is input dim
 /// src[k].
 static std::optional<SmallVector<int64_t>> permutationOf(linalg::GenericOp g) {
@@ -171,6 +187,8 @@ OperandView raise::lookThroughOperand(Value v, ArrayRef<int64_t> perm,
       for (int64_t &d : view.perm)
         d = src[d];
       view.value = g.getDpsInputs()[0];
+    } else if (auto l = dyn_cast<linalg::LinalgOp>(def); l && peelWidening(l)) {
+      view.value = peelWidening(l);
     } else if (auto l = dyn_cast<linalg::LinalgOp>(def); l && scale) {
       double s = *scale;
       Value in = peelSplatScale(l, &s);
