@@ -83,8 +83,10 @@ FLASH_CAPI_EXPORTED void flashModuleDestroy(FlashModule *module);
 
 /* Runs a pass pipeline on the module in place.
  *   pipeline: a registered pass or pipeline name ("flash-cpu-pipeline"), or
- *             a textual pipeline ("builtin.module(canonicalize,cse)" or just
- *             "canonicalize,func.func(cse)"; anchored on builtin.module).
+ *             a textual pipeline, anchored on builtin.module
+ *             ("builtin.module(canonicalize,cse)" or just "canonicalize,cse").
+ *             A single pass restricted to another op (flash-raise-attention
+ *             on func.func) is nested into that op.
  *   options:  NULL or "" for defaults, else the options of the named pass or
  *             pipeline, space-separated: "block-q=32 reference=true".
  * On failure the module may be partly transformed. */

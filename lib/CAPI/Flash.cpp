@@ -324,14 +324,9 @@ void flashModuleDestroy(FlashModule *module) {
 static std::string pipelineText(llvm::StringRef pipeline,
                                 llvm::StringRef options) {
   pipeline = pipeline.trim();
-  std::string text;
-  if (!options.trim().empty())
-    text = (pipeline + "{" + options.trim() + "}").str();
-  else
-    text = pipeline.str();
-  if (llvm::StringRef(text).starts_with("builtin.module("))
-    return text;
-  return "builtin.module(" + text + ")";
+  if (options.trim().empty())
+    return pipeline.str();
+  return (pipeline + "{" + options.trim() + "}").str();
 }
 
 FlashStatus flashModuleRunPipeline(FlashModule *module, const char *pipeline,
@@ -356,16 +351,40 @@ FlashStatus flashModuleRunPipeline(FlashModule *module, const char *pipeline,
         return failure();
       }
     }
-    std::string parseErrors;
-    llvm::raw_string_ostream parseOs(parseErrors);
-    FailureOr<OpPassManager> parsed = [&] {
+    // Pipelines are anchored on builtin.module. A single pass restricted to
+    // another op ("flash-raise-attention" runs on func.func) is nested into
+    // that op, as one means when naming just the pass.
+    if (!llvm::StringRef(text).starts_with("builtin.module("))
+      text = "builtin.module(" + text + ")";
+    auto parse = [&](const std::string &pipelineText, std::string &errors) {
+      llvm::raw_string_ostream os(errors);
       ScopedStderrCapture capture;
-      FailureOr<OpPassManager> result = parsePassPipeline(text, parseOs);
+      FailureOr<OpPassManager> result = parsePassPipeline(pipelineText, os);
       std::string printed = capture.finish();
       if (failed(result))
-        sink.os << printed;
+        os << printed;
       return result;
-    }();
+    };
+    std::string parseErrors;
+    FailureOr<OpPassManager> parsed = parse(text, parseErrors);
+    llvm::StringRef marker = "' restricted to '";
+    size_t at = parseErrors.find(marker.str());
+    llvm::StringRef inner = llvm::StringRef(text).drop_front(
+        llvm::StringRef("builtin.module(").size()).drop_back();
+    if (failed(parsed) && at != std::string::npos &&
+        !inner.contains(',') && !inner.contains('(')) {
+      llvm::StringRef rest =
+          llvm::StringRef(parseErrors).substr(at + marker.size());
+      std::string opName = rest.take_until([](char c) { return c == '\''; }).str();
+      std::string nested = "builtin.module(" + opName + "(" + inner.str() + "))";
+      std::string nestedErrors;
+      FailureOr<OpPassManager> retry = parse(nested, nestedErrors);
+      if (succeeded(retry)) {
+        parsed = std::move(retry);
+        parseErrors.clear();
+        text = nested;
+      }
+    }
     sink.os << parseErrors;
     if (failed(parsed)) {
       sink.os << "\nflash: could not parse the pass pipeline '" << text

@@ -27,6 +27,23 @@ def test_ptx_and_cubin_without_a_device():
     assert cubin[:4] == b"\x7fELF"
 
 
+def test_kernel_library_builds_and_loads_without_a_device():
+    """Host code, cubin and the bundled runtime link and load; only the launch
+    needs a GPU (the runtime loads the driver lazily)."""
+    if not os.path.exists(os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"),
+                                       "bin", "ptxas")):
+        pytest.skip("no ptxas (CUDA toolkit)")
+    from flash_mlir._attention import AttentionKernel
+    if not os.path.exists(os.path.join(os.path.dirname(flash_mlir.library_path()),
+                                       "libflash_cuda_runtime.so")):
+        pytest.skip("libflash_cuda_runtime.so not built")
+    ir = flash_mlir.attention_ir(*SHAPES, "bf16", causal=True, lse=True)
+    kernel = AttentionKernel.build(ir, "cuda")
+    assert kernel._lib.entry("flash_attention")
+    bundled = os.path.join(os.path.dirname(kernel.path), "libflash_cuda_runtime.so")
+    assert os.path.exists(bundled)
+
+
 def _cuda():
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():

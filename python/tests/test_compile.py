@@ -99,3 +99,42 @@ def test_emission_errors_are_exceptions():
         flash_mlir.compile(ATTN, pipeline=None, output="object")
     with pytest.raises(ValueError):
         flash_mlir.compile(ATTN, pipeline=None, output="exe")
+
+
+RAISE = """
+func.func @batch_matmul_transposed_maps_softmax(%q: tensor<2x10x16xf32>, %k: tensor<2x12x16xf32>, %v: tensor<2x12x8xf32>) -> tensor<2x10x8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e0 = tensor.empty() : tensor<2x10x12xf32>
+  %f0 = linalg.fill ins(%zero : f32) outs(%e0 : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %s = linalg.batch_matmul indexing_maps = [
+      affine_map<(b, i, j, d) -> (b, i, d)>, affine_map<(b, i, j, d) -> (b, j, d)>,
+      affine_map<(b, i, j, d) -> (b, i, j)>]
+      ins(%q, %k : tensor<2x10x16xf32>, tensor<2x12x16xf32>) outs(%f0 : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %c = arith.constant 0.25 : f32
+  %e1 = tensor.empty() : tensor<2x10x12xf32>
+  %ss = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b, c)>],
+      iterator_types = ["parallel", "parallel", "parallel"]} ins(%s : tensor<2x10x12xf32>) outs(%e1 : tensor<2x10x12xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %m = arith.mulf %x, %c : f32
+    linalg.yield %m : f32
+  } -> tensor<2x10x12xf32>
+  %e2 = tensor.empty() : tensor<2x10x12xf32>
+  %p = linalg.softmax dimension(2) ins(%ss : tensor<2x10x12xf32>) outs(%e2 : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %e3 = tensor.empty() : tensor<2x10x8xf32>
+  %f3 = linalg.fill ins(%zero : f32) outs(%e3 : tensor<2x10x8xf32>) -> tensor<2x10x8xf32>
+  %o = linalg.batch_matmul ins(%p, %v : tensor<2x10x12xf32>, tensor<2x12x8xf32>) outs(%f3 : tensor<2x10x8xf32>) -> tensor<2x10x8xf32>
+  return %o : tensor<2x10x8xf32>
+}
+"""
+
+
+def test_function_pass_by_name_is_nested():
+    # flash-raise-attention runs on func.func: naming it alone nests it.
+    text = flash_mlir.compile(RAISE, pipeline="flash-raise-attention")
+    assert "flash.attention" in text and "linalg.softmax" not in text
+    text = flash_mlir.compile(RAISE, pipeline="flash-raise-attention", remarks=True)
+    assert "flash.attention" in text
+    with pytest.raises(FlashError, match="did you intend to nest"):
+        flash_mlir.compile(RAISE, pipeline="flash-raise-attention,cse")
+    text = flash_mlir.compile(RAISE, pipeline="func.func(flash-raise-attention),flash-cpu-pipeline")
+    assert "llvm.func @batch_matmul_transposed_maps_softmax" in text
