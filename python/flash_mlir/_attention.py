@@ -130,6 +130,7 @@ class AttentionKernel:
         q, k, v = (np.ascontiguousarray(x) for x in (q, k, v))
         if out is None:
             out = np.empty(q.shape[:-1] + v.shape[-1:], q.dtype)
+        _check_out(out, q.shape[:-1] + v.shape[-1:], q.dtype, out.flags.c_contiguous)
         args = [q, k, v, out]
         if self.lse:
             if lse_out is None:
@@ -143,6 +144,9 @@ class AttentionKernel:
         q, k, v = (x.contiguous() for x in (q, k, v))
         if out is None:
             out = torch.empty(q.shape[:-1] + v.shape[-1:], dtype=q.dtype, device=q.device)
+        _check_out(out, q.shape[:-1] + v.shape[-1:], q.dtype, out.is_contiguous())
+        if out.device != q.device:
+            raise ValueError("out is on %s, q on %s" % (out.device, q.device))
         args = [q, k, v, out]
         if self.lse:
             if lse_out is None:
@@ -150,6 +154,14 @@ class AttentionKernel:
             args.append(lse_out)
         self._lib(FUNC_NAME, *args, pass_stream=True)
         return (out, lse_out) if self.lse else out
+
+
+def _check_out(out, shape, dtype, contiguous):
+    # The compiled code writes through a descriptor of exactly this layout.
+    if tuple(out.shape) != tuple(shape) or out.dtype != dtype or not contiguous:
+        raise ValueError("out must be a contiguous %s array of shape %s, got %s %s%s"
+                         % (dtype, tuple(shape), out.dtype, tuple(out.shape),
+                            "" if contiguous else " (not contiguous)"))
 
 
 def _compile_to_library(ir, device, pipeline, options, opt_level, out_path):
@@ -246,7 +258,6 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align="top_left
             raise TypeError("bfloat16 runs on the GPU only; NumPy has no bfloat16")
         res = kernel(q.numpy(), k.numpy(), v.numpy(),
                      None if out is None else out.numpy())
-        if return_lse:
-            return torch.from_numpy(res[0]), torch.from_numpy(res[1])
-        return res if out is not None else torch.from_numpy(res)
+        o = out if out is not None else torch.from_numpy(res[0] if return_lse else res)
+        return (o, torch.from_numpy(res[1])) if return_lse else o
     return kernel(q, k, v, out)

@@ -63,6 +63,14 @@ def test_writes_into_out_and_overwrites_poison(rng):
     assert rel_err(out, attention_ref(q, k, v)[0]) <= F32_TOL
 
 
+def test_bad_out_is_rejected_before_running(rng):
+    q, k, v = rand(rng, (2, 19, 8)), rand(rng, (2, 23, 8)), rand(rng, (2, 23, 5))
+    for bad in (np.empty((2, 19, 8), np.float32), np.empty((2, 19, 5), np.float16),
+                np.empty((2, 5, 19), np.float32).transpose(0, 2, 1)):
+        with pytest.raises(ValueError, match="out must be"):
+            attention(q, k, v, out=bad)
+
+
 def test_float16(rng):
     q, k, v = (rand(rng, s, np.float16) for s in ((2, 2, 24, 16), (2, 1, 31, 16), (2, 1, 31, 8)))
     out = attention(q, k, v, causal=True)
