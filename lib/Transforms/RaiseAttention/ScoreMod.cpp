@@ -76,6 +76,8 @@ struct Planner {
         return Linear{0, 0, i.getValue().getSExtValue()};
       return std::nullopt;
     }
+    if (n->kind == Node::Kind::Read)
+      return constantRange(n);
     if (n->isOp("arith.index_cast") || n->isOp("arith.index_castui") ||
         n->isOp("arith.extsi") || n->isOp("arith.extui"))
       return linear(n->operands[0]);
@@ -89,6 +91,43 @@ struct Planner {
                     a->c0 + sign * b->c0};
     }
     return std::nullopt;
+  }
+
+  /// A constant integer tensor read along i or j that holds c0 + index (the
+  /// range constants TOSA frontends compare for causal masks).
+  std::optional<Linear> constantRange(const Node *n) const {
+    DenseIntElementsAttr dense;
+    if (!matchPattern(n->value, m_Constant(&dense)))
+      return std::nullopt;
+    auto type = cast<ShapedType>(dense.getType());
+    std::optional<unsigned> along;
+    int64_t pos = -1;
+    for (auto [r, e] : llvm::enumerate(n->map.getResults())) {
+      if (auto c = dyn_cast<AffineConstantExpr>(e)) {
+        if (c.getValue() != 0)
+          return std::nullopt;
+        continue;
+      }
+      auto d = dyn_cast<AffineDimExpr>(e);
+      if (!d || along || d.getPosition() + 2 < rank)
+        return std::nullopt;
+      along = d.getPosition();
+      pos = r;
+    }
+    if (!along)
+      return std::nullopt;
+    int64_t stride = 1;
+    for (int64_t d = type.getRank() - 1; d > pos; --d)
+      stride *= type.getDimSize(d);
+    auto values = dense.getValues<APInt>();
+    int64_t c0 = values[0].getSExtValue();
+    for (int64_t p = 0; p < type.getDimSize(pos); ++p)
+      if (values[p * stride].getSExtValue() != c0 + p)
+        return std::nullopt;
+    Linear l;
+    (*along == rank - 2 ? l.ci : l.cj) = 1;
+    l.c0 = c0;
+    return l;
   }
 
   /// The `off` of an allowed-predicate equivalent to j <= i + off.
