@@ -19,6 +19,8 @@ Chunk directives (comments in the chunk):
   // TWIN: tol=1e-2      tolerance for this chunk (bf16/f16 rounding)
   // TWIN: arg2=causal01 argument 2 is a 0/1 lower-triangular i1 tensor
   // TWIN: arg2=range=0,5  integer argument values in [0, 5)
+  // TWIN: arg0=shape=2x10x16  static shape fed to a dynamic argument
+  // TWIN: ret0=shape=2x10x8   static shape of a dynamic result
 
 Prints one line per chunk and `N passed, M failed`; exits 1 on a failure.
 Example lit line:
@@ -243,7 +245,11 @@ def main():
     for idx, chunk in enumerate(chunks):
         if "func.func" not in chunk:
             continue
-        directives = dict(re.findall(r"//\s*TWIN:\s*([\w]+)(?:=(\S+))?", chunk))
+        directives = {}
+        for line in re.findall(r"//\s*TWIN:(.*)", chunk):
+            for item in line.split():
+                k, _, v = item.partition("=")
+                directives[k] = v
         name = signature(chunk)[0]
         if "skip" in directives:
             continue
@@ -261,17 +267,31 @@ def main():
             rename = lambda s, new: re.sub(r"@%s\b" % re.escape(name), "@" + new, s)
             body = strip_module(rename(orig, "orig")) + strip_module(rename(twin, "twin"))
             lines, vals = [], []
+            def static(t, key):
+                d = directives.get(key, "")
+                if not d.startswith("shape="):
+                    return t
+                return re.sub(r"<[0-9?x]*x(?=[a-z])", "<%sx" % d[6:], t, count=1)
             for a, t in enumerate(arg_types):
-                x, elem = random_input(rng, t, directives.get("arg%d" % a))
-                lines.append("    %%in%d = arith.constant %s" % (a, dense(x, t, elem)))
-                vals.append("%%in%d" % a)
+                st = static(t, "arg%d" % a)
+                x, elem = random_input(rng, st, directives.get("arg%d" % a))
+                lines.append("    %%in%d = arith.constant %s" % (a, dense(x, st, elem)))
+                if st != t:
+                    lines.append("    %%in%d_d = tensor.cast %%in%d : %s to %s" % (a, a, st, t))
+                    vals.append("%%in%d_d" % a)
+                else:
+                    vals.append("%%in%d" % a)
             sig = "(%s) -> (%s)" % (", ".join(arg_types), ", ".join(res_types))
             for which in ("orig", "twin"):
                 rs = ["%%%s_r%d" % (which, r) for r in range(len(res_types))]
                 lhs = (", ".join(rs) + " = ") if rs else ""
                 lines.append("    %scall @%s(%s) : %s" % (lhs, which, ", ".join(vals), sig))
                 for r, t in enumerate(res_types):
-                    lines.append(print_result("%s%d" % (which, r), rs[r], t))
+                    st, v = static(t, "ret%d" % r), rs[r]
+                    if st != t:
+                        lines.append("    %s_s = tensor.cast %s : %s to %s" % (v, v, t, st))
+                        v = v + "_s"
+                    lines.append(print_result("%s%d" % (which, r), v, st))
             module = ("module {\n%s\n  func.func private @printMemrefI32(memref<*xi32>)\n"
                       "  func.func @main() {\n%s\n    return\n  }\n}\n" %
                       (body, "\n".join(lines)))

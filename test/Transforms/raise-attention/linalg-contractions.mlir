@@ -228,3 +228,32 @@ func.func @pv_swapped_operands_transposed_output(%q: tensor<2x10x16xf32>, %k: te
       ins(%v, %p : tensor<2x12x8xf32>, tensor<2x10x12xf32>) outs(%f3 : tensor<2x8x10xf32>) -> tensor<2x8x10xf32>
   return %o : tensor<2x8x10xf32>
 }
+
+// -----
+
+// Dynamic Lq and Lk (serving with varying lengths): the init takes its sizes
+// from Q and V at run time.
+// TWIN: arg0=shape=2x10x16 arg1=shape=2x12x16 arg2=shape=2x12x8 ret0=shape=2x10x8
+// CHECK-LABEL: func @dynamic_sequence_lengths
+// CHECK-SAME: (%[[Q:.+]]: tensor<2x?x16xf32>, %[[K:.+]]: tensor<2x?x16xf32>, %[[V:.+]]: tensor<2x?x8xf32>)
+// CHECK: %[[LQ:.+]] = tensor.dim %[[Q]], %{{.+}} : tensor<2x?x16xf32>
+// CHECK: %[[INIT:.+]] = tensor.empty(%[[LQ]]) : tensor<2x?x8xf32>
+// CHECK: flash.attention ins(%[[Q]], %[[K]], %[[V]] : tensor<2x?x16xf32>, tensor<2x?x16xf32>, tensor<2x?x8xf32>) outs(%[[INIT]] : tensor<2x?x8xf32>)
+func.func @dynamic_sequence_lengths(%q: tensor<2x?x16xf32>, %k: tensor<2x?x16xf32>, %v: tensor<2x?x8xf32>) -> tensor<2x?x8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %c1 = arith.constant 1 : index
+  %lq = tensor.dim %q, %c1 : tensor<2x?x16xf32>
+  %lk = tensor.dim %k, %c1 : tensor<2x?x16xf32>
+  %e0 = tensor.empty(%lq, %lk) : tensor<2x?x?xf32>
+  %f0 = linalg.fill ins(%zero : f32) outs(%e0 : tensor<2x?x?xf32>) -> tensor<2x?x?xf32>
+  %s = linalg.batch_matmul indexing_maps = [
+      affine_map<(b, i, j, d) -> (b, i, d)>, affine_map<(b, i, j, d) -> (b, j, d)>,
+      affine_map<(b, i, j, d) -> (b, i, j)>]
+      ins(%q, %k : tensor<2x?x16xf32>, tensor<2x?x16xf32>) outs(%f0 : tensor<2x?x?xf32>) -> tensor<2x?x?xf32>
+  %e2 = tensor.empty(%lq, %lk) : tensor<2x?x?xf32>
+  %p = linalg.softmax dimension(2) ins(%s : tensor<2x?x?xf32>) outs(%e2 : tensor<2x?x?xf32>) -> tensor<2x?x?xf32>
+  %e3 = tensor.empty(%lq) : tensor<2x?x8xf32>
+  %f3 = linalg.fill ins(%zero : f32) outs(%e3 : tensor<2x?x8xf32>) -> tensor<2x?x8xf32>
+  %o = linalg.batch_matmul ins(%p, %v : tensor<2x?x?xf32>, tensor<2x?x8xf32>) outs(%f3 : tensor<2x?x8xf32>) -> tensor<2x?x8xf32>
+  return %o : tensor<2x?x8xf32>
+}

@@ -670,3 +670,24 @@ func.func @reduction_before_softmax(%q: tensor<2x10x16xf32>, %k: tensor<2x12x16x
   %o = linalg.batch_matmul ins(%p, %v : tensor<2x10x12xf32>, tensor<2x12x8xf32>) outs(%pv_f : tensor<2x10x8xf32>) -> tensor<2x10x8xf32>
   return %o : tensor<2x10x8xf32>
 }
+
+// -----
+
+// CHECK-LABEL: func @tosa_softmax_over_query_axis
+// TOSA softmax with axis = 1 (the query axis) while tosa.matmul contracts the
+// keys; the remark points at the user's own TOSA op.
+func.func @tosa_softmax_over_query_axis(%q: tensor<4x10x16xf32>, %k: tensor<4x12x16xf32>, %v: tensor<4x12x8xf32>) -> tensor<4x10x8xf32> {
+  %zp = "tosa.const"() <{values = dense<0.0> : tensor<1xf32>}> : () -> tensor<1xf32>
+  %shift = "tosa.const"() <{values = dense<0> : tensor<1xi8>}> : () -> tensor<1xi8>
+  %kt = tosa.transpose %k {perms = array<i32: 0, 2, 1>} : (tensor<4x12x16xf32>) -> tensor<4x16x12xf32>
+  %s = tosa.matmul %q, %kt, %zp, %zp : (tensor<4x10x16xf32>, tensor<4x16x12xf32>, tensor<1xf32>, tensor<1xf32>) -> tensor<4x10x12xf32>
+  // expected-remark @+1 {{attention not raised: softmax max reduces over the query axis, but the second matmul contracts the key axis}}
+  %m = tosa.reduce_max %s {axis = 1 : i32} : (tensor<4x10x12xf32>) -> tensor<4x1x12xf32>
+  %d = tosa.sub %s, %m : (tensor<4x10x12xf32>, tensor<4x1x12xf32>) -> tensor<4x10x12xf32>
+  %e = tosa.exp %d : (tensor<4x10x12xf32>) -> tensor<4x10x12xf32>
+  %su = tosa.reduce_sum %e {axis = 1 : i32} : (tensor<4x10x12xf32>) -> tensor<4x1x12xf32>
+  %rs = tosa.reciprocal %su : (tensor<4x1x12xf32>) -> tensor<4x1x12xf32>
+  %p = tosa.mul %e, %rs, %shift : (tensor<4x10x12xf32>, tensor<4x1x12xf32>, tensor<1xi8>) -> tensor<4x10x12xf32>
+  %o = tosa.matmul %p, %v, %zp, %zp : (tensor<4x10x12xf32>, tensor<4x12x8xf32>, tensor<1xf32>, tensor<1xf32>) -> tensor<4x10x8xf32>
+  return %o : tensor<4x10x8xf32>
+}
