@@ -21,14 +21,23 @@ _NUMPY_TYPES = {"float32": "f32", "float16": "f16"}
 _TORCH_TYPES = {"torch.float32": "f32", "torch.float16": "f16", "torch.bfloat16": "bf16"}
 
 
+def _dims(shape):
+    return "x".join("?" if d is None else str(d) for d in shape)
+
+
 def _memref(shape, elt):
-    return "memref<%sx%s>" % ("x".join(str(d) for d in shape), elt) if shape else \
-        "memref<%s>" % elt
+    return "memref<%sx%s>" % (_dims(shape), elt) if shape else "memref<%s>" % elt
 
 
 def _tensor(shape, elt):
-    return "tensor<%sx%s>" % ("x".join(str(d) for d in shape), elt) if shape else \
-        "tensor<%s>" % elt
+    return "tensor<%sx%s>" % (_dims(shape), elt) if shape else "tensor<%s>" % elt
+
+
+def _dynamic(shape):
+    """Lengths and leading batch dims become dynamic; the head dim (last batch
+    dim, which fixes the GQA group) and D / Dv stay static."""
+    n = len(shape)
+    return tuple(None if (i < n - 3 or i == n - 2) else d for i, d in enumerate(shape))
 
 
 def _mask_clause(causal, window, align):
@@ -44,7 +53,7 @@ def _mask_clause(causal, window, align):
 
 
 def attention_ir(q_shape, k_shape, v_shape, dtype="f32", *, scale=None, causal=False,
-                 window=None, align="top_left", lse=False, name=FUNC_NAME):
+                 window=None, align="top_left", lse=False, dynamic=False, name=FUNC_NAME):
     """The module attention() compiles: one function in destination-passing
     style on memrefs (q, k, v, out[, lse]) with a C interface, the form both
     flash-cpu-pipeline and flash-gpu-pipeline take.
@@ -52,7 +61,9 @@ def attention_ir(q_shape, k_shape, v_shape, dtype="f32", *, scale=None, causal=F
     Shapes are [batch..., L, D]; the last batch dim of k/v may divide q's
     (grouped-query attention). dtype is the MLIR element type (f32, f16, bf16).
     scale defaults to 1/sqrt(D). window (sliding window of `window` keys)
-    implies the causal bound; align places the diagonal when Lq != Lk."""
+    implies the causal bound; align places the diagonal when Lq != Lk.
+    dynamic: Lq, Lk and the batch dims before the heads are `?`, so one
+    compiled kernel serves every length (the memref descriptors carry them)."""
     q_shape, k_shape, v_shape = (tuple(int(d) for d in s) for s in (q_shape, k_shape, v_shape))
     if len(q_shape) < 2:
         raise ValueError("q must have shape [batch..., Lq, D], got %s" % (q_shape,))
@@ -63,6 +74,9 @@ def attention_ir(q_shape, k_shape, v_shape, dtype="f32", *, scale=None, causal=F
         raise ValueError("scale must be finite, got %r" % scale)
     o_shape = q_shape[:-1] + v_shape[-1:]
     l_shape = q_shape[:-1]
+    if dynamic:
+        q_shape, k_shape, v_shape, o_shape = map(_dynamic, (q_shape, k_shape, v_shape, o_shape))
+        l_shape = o_shape[:-1]
     args = [("q", q_shape, dtype, False), ("k", k_shape, dtype, False),
             ("v", v_shape, dtype, False), ("o", o_shape, dtype, True)]
     if lse:
@@ -216,7 +230,8 @@ def _classify(x):
 
 
 def attention(q, k, v, *, scale=None, causal=False, window=None, align="top_left",
-              return_lse=False, out=None, pipeline=None, cache=True, **options):
+              return_lse=False, out=None, dynamic=False, pipeline=None, cache=True,
+              **options):
     """Scaled dot-product attention through flash.attention.
 
     q [batch..., Lq, D], k [batch..., Lk, D], v [batch..., Lk, Dv]: NumPy
@@ -228,7 +243,8 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align="top_left
     query i when j <= i + off; window=W: i + off - W < j <= i + off; off is 0
     with align="top_left" (torch SDPA's is_causal) or Lk - Lq with
     "bottom_right". return_lse: also return the f32 row log-sum-exp. out: a
-    preallocated output. pipeline: override flash-cpu-pipeline /
+    preallocated output. dynamic: compile one kernel for all sequence lengths
+    (and leading batch sizes) instead of one per shape. pipeline: override flash-cpu-pipeline /
     flash-gpu-pipeline; **options: their options (block_q=32, parallel=False,
     reference=True; block_m=..., stages=... on the GPU).
 
@@ -242,7 +258,7 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align="top_left
     kind, elt = kinds[0]
     device = "cuda" if kind == "torch-cuda" else "cpu"
     ir = attention_ir(q.shape, k.shape, v.shape, elt, scale=scale, causal=causal, window=window,
-                      align=align, lse=return_lse)
+                      align=align, lse=return_lse, dynamic=dynamic)
     opts = format_options(options)
     key = (ir, device, pipeline, opts, os.environ.get("FLASH_MLIR_CACHE_DIR"))
     with _kernels_lock:
