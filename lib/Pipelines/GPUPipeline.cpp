@@ -18,6 +18,7 @@ void flash::buildFlashGPUPipeline(OpPassManager &pm,
   conv.warpgroups = options.warpgroups;
   conv.stages = options.stages;
   conv.splitPV = options.splitPV;
+  conv.overlap = options.overlap;
   conv.producerRegs = options.producerRegs;
   conv.consumerRegs = options.consumerRegs;
   pm.addPass(createConvertFlashToGPUPass(conv));

@@ -55,6 +55,9 @@ def ConvertFlashToGPUPass : Pass<"convert-flash-to-gpu", "::mlir::ModuleOp"> {
            "Depth of the K/V shared-memory ring">,
     Option<"splitPV", "split-pv", "bool", /*default=*/"false",
            "Issue PV as 64-column wgmmas instead of one Dv-wide wgmma">,
+    Option<"overlap", "overlap", "bool", /*default=*/"false",
+           "Software-pipeline the tile loop: QK of the next tile runs during "
+           "the softmax of this one (needs stages >= 3)">,
     Option<"producerRegs", "producer-regs", "int64_t", /*default=*/"24",
            "setmaxnreg for the producer warpgroup (0: leave alone)">,
     Option<"consumerRegs", "consumer-regs", "int64_t", /*default=*/"240",

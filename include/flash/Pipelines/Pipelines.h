@@ -63,6 +63,9 @@ struct FlashGPUPipelineOptions
   Option<int64_t> stages{*this, "stages",
                          llvm::cl::desc("K/V shared-memory ring depth"),
                          llvm::cl::init(2)};
+  Option<bool> overlap{*this, "overlap",
+                       llvm::cl::desc("Software-pipelined tile loop"),
+                       llvm::cl::init(false)};
   Option<bool> splitPV{*this, "split-pv",
                        llvm::cl::desc("64-column PV wgmmas"),
                        llvm::cl::init(false)};

@@ -27,6 +27,7 @@ struct ConvertFlashToGPUPass
     cfg.consumerWarpgroups = warpgroups;
     cfg.stages = stages;
     cfg.splitPV = splitPV;
+    cfg.overlap = overlap;
     cfg.producerRegs = producerRegs;
     cfg.consumerRegs = consumerRegs;
     if (chip != "sm_90a") {
@@ -36,9 +37,10 @@ struct ConvertFlashToGPUPass
     }
     if (cfg.consumerWarpgroups < 1 || cfg.blockM != 64 * cfg.consumerWarpgroups ||
         cfg.blockN < 16 || cfg.blockN > 256 || cfg.blockN % 16 != 0 ||
-        cfg.stages < 1) {
+        cfg.stages < 1 || (cfg.overlap && cfg.stages < 3)) {
       module.emitError("convert-flash-to-gpu: need block-m = 64 * warpgroups, "
-                       "block-n a multiple of 16 in [16, 256], stages >= 1");
+                       "block-n a multiple of 16 in [16, 256], stages >= 1 "
+                       "(>= 3 with overlap)");
       return signalPassFailure();
     }
 

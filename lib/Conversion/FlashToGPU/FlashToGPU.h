@@ -24,6 +24,7 @@ struct KernelConfig {
   int64_t consumerWarpgroups = 2;
   int64_t stages = 2;
   bool splitPV = false;
+  bool overlap = false;
   int64_t producerRegs = 24;
   int64_t consumerRegs = 240;
   int64_t threads() const { return 128 * (1 + consumerWarpgroups); }
@@ -96,6 +97,9 @@ Value wgmmaSS(ImplicitLocOpBuilder &b, Value acc, Value descA, Value descB,
 Value wgmmaRS(ImplicitLocOpBuilder &b, Value acc, ArrayRef<Value> aRegs,
               Value descB, int64_t n, Type elemType);
 void wgmmaFence(ImplicitLocOpBuilder &b);
+/// Passes an accumulator through an empty asm statement so that LLVM cannot
+/// move reads of its registers above a preceding wgmma wait.
+Value fenceRegisters(ImplicitLocOpBuilder &b, Value acc);
 void wgmmaCommitAndWait(ImplicitLocOpBuilder &b, int64_t pending);
 
 //===-- Softmax.cpp: online softmax on the accumulator registers ----------===//

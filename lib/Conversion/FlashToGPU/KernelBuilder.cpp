@@ -199,8 +199,7 @@ static void buildConsumer(ImplicitLocOpBuilder &b, KernelEnv &env,
   // Descriptors: K-major tiles advance 32 B (+2) per k16 inside a 64-column
   // panel; panels are rows·128 B apart. V (MN-major) advances 16 rows
   // (+128) per k16.
-  Value qTile = smemOffset(
-      b, env.tiles, toI64(b, idxMul(b, c, 64 * 128)));
+  Value qTile = smemOffset(b, env.tiles, toI64(b, idxMul(b, c, 64 * 128)));
   Value qDesc0 = wgmmaDescriptor(b, qTile, BM * 128, 1024);
   Value kDesc0 =
       wgmmaDescriptor(b, smemOffset(b, env.tiles, L.kOff(0)), BN * 128, 1024);
@@ -216,41 +215,43 @@ static void buildConsumer(ImplicitLocOpBuilder &b, KernelEnv &env,
   int64_t chunkN = Dv / chunks;
   auto oType = accType(ctx, chunkN);
   auto sType = accType(ctx, BN);
+  Type f32 = b.getF32Type();
   Value negInf = constF32(b, -std::numeric_limits<double>::infinity());
   Value fzero = constF32(b, 0.0);
+  MaskAttr mask = spec.mask;
+  Value lq = env.lq, lk = env.lk;
 
-  SmallVector<Value> inits;
-  for (int64_t k = 0; k < chunks; ++k)
-    inits.push_back(LLVM::ZeroOp::create(b, oType));
-  inits.append({negInf, negInf, fzero, fzero});
-
-  auto loop =
-      scf::ForOp::create(b, env.tBegin, env.tEnd, constIdx(b, 1), inits);
-  {
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPointToStart(loop.getBody());
-    Value t = loop.getInductionVar();
-    auto iter = loop.getRegionIterArgs();
-    SmallVector<Value> O(iter.begin(), iter.begin() + chunks);
-    RowState st;
-    st.m[0] = iter[chunks];
-    st.m[1] = iter[chunks + 1];
-    st.l[0] = iter[chunks + 2];
-    st.l[1] = iter[chunks + 3];
-
+  // Slot of tile t and the parity of its fill.
+  auto slotOf = [&](Value t) {
     Value i = arith::SubIOp::create(b, t, env.tBegin);
     Value s = arith::RemUIOp::create(b, i, constIdx(b, S));
     Value n = arith::DivUIOp::create(b, i, constIdx(b, S));
-    Value parity = toI32(b, arith::RemUIOp::create(b, n, constIdx(b, 2)));
+    return std::make_pair(
+        s, toI32(b, arith::RemUIOp::create(b, n, constIdx(b, 2))));
+  };
+  auto waitFull = [&](Value t) {
+    auto [s, parity] = slotOf(t);
     mbarWait(b,
-             smemOffset(b, env.tiles,
-                        stageOffset(b, env, s, 8, L.kvFullOff(0))),
+             smemOffset(b, env.tiles, stageOffset(b, env, s, 8, L.kvFullOff(0))),
              parity);
+    return s;
+  };
+  // One arrival per consumer warp releases the slot to the producer.
+  auto release = [&](Value t) {
+    auto [s, parity] = slotOf(t);
+    (void)parity;
+    Value lane0 = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, lane,
+                                        constIdx(b, 0));
+    auto ifLane0 = scf::IfOp::create(b, lane0, /*withElse=*/false);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(ifLane0.thenBlock());
+    mbarArrive(b, smemOffset(b, env.tiles,
+                             stageOffset(b, env, s, 8, L.kvEmptyOff(0, S))));
+  };
+  // S = Q K_tᵀ, issued and committed, not waited for.
+  auto issueQK = [&](Value s) -> Value {
     Value stageUnits = toI64(b, idxMul(b, s, L.stageBytes / 16));
     Value kd = LLVM::AddOp::create(b, kDesc0, stageUnits);
-    Value vd = LLVM::AddOp::create(b, vDesc0, stageUnits);
-
-    // S = Q Kᵀ.
     wgmmaFence(b);
     Value acc = LLVM::UndefOp::create(b, sType);
     for (int64_t kk = 0; kk < D / 16; ++kk) {
@@ -259,48 +260,108 @@ static void buildConsumer(ImplicitLocOpBuilder &b, KernelEnv &env,
       Value bd = descAt(kd, p * BN * 128 / 16 + 2 * w);
       acc = wgmmaSS(b, acc, a, bd, BN, elem, /*accumulate=*/kk > 0);
     }
-    wgmmaCommitAndWait(b, 0);
-
-    SmallVector<Value> sv;
-    for (int64_t e = 0; e < BN / 2; ++e)
-      sv.push_back(LLVM::ExtractValueOp::create(b, acc, e));
-
-    ScoreContext sc;
-    sc.rowIdx[0] = rows[0];
-    sc.rowIdx[1] = rows[1];
-    sc.colBase = idxMul(b, t, BN);
-    sc.laneCol = laneCol;
-    sc.needsMask = true; // key tails always possible: Lk is a run-time value
-    MaskAttr mask = spec.mask;
-    Value lq = env.lq, lk = env.lk;
-    sc.allowed = [mask, lq, lk](ImplicitLocOpBuilder &bb, Value r,
-                                Value col) -> Value {
-      Value ok =
-          arith::CmpIOp::create(bb, arith::CmpIPredicate::slt, col, lk);
-      if (Value m = buildMaskPredicate(bb, bb.getLoc(), mask, r, col, lq, lk))
-        ok = arith::AndIOp::create(bb, ok, m);
-      return ok;
-    };
-    if (spec.scoreMod) {
-      // score_mod is only defined on real (q, kv) pairs, and a capture such
-      // as a [Lq, Lk] bias must not be read past its end: tail rows and
-      // columns (masked or never stored) see the last valid index instead.
-      Value lastRow = arith::SubIOp::create(b, lq, constIdx(b, 1));
-      Value lastCol = arith::SubIOp::create(b, lk, constIdx(b, 1));
-      Value clampedRows[2] = {arith::MinSIOp::create(b, rows[0], lastRow),
-                              arith::MinSIOp::create(b, rows[1], lastRow)};
-      sc.scoreMod = [&env, lastCol, rows, clampedRows](
-                        ImplicitLocOpBuilder &bb, Value v, Value r,
-                        Value col) {
-        Value cr = r == rows[0] ? clampedRows[0] : clampedRows[1];
-        Value cc = arith::MinSIOp::create(bb, col, lastCol);
-        return inlineScoreMod(bb, env, v, cr, cc);
-      };
+    NVVM::WgmmaGroupSyncAlignedOp::create(b);
+    return acc;
+  };
+  // O += P V_t, issued and committed, not waited for.
+  auto issuePV = [&](SmallVector<Value> &O, ArrayRef<Value> aRegs, Value s) {
+    Value stageUnits = toI64(b, idxMul(b, s, L.stageBytes / 16));
+    Value vd = LLVM::AddOp::create(b, vDesc0, stageUnits);
+    wgmmaFence(b);
+    for (int64_t kb = 0; kb < BN / 16; ++kb)
+      for (int64_t k = 0; k < chunks; ++k) {
+        Value d = descAt(vd, kb * 16 * 128 / 16 + k * BN * 128 / 16);
+        O[k] = wgmmaRS(b, O[k], aRegs.slice(4 * kb, 4), d, chunkN, elem);
+      }
+    NVVM::WgmmaGroupSyncAlignedOp::create(b);
+  };
+  // Tiles that need no per-element mask (inside Lk and entirely on the
+  // allowed side of the causal/window bounds for this warpgroup's 64 rows)
+  // take a softmax without index arithmetic.
+  Value wgRowLo = idxAdd(b, env.q0, idxMul(b, c, 64));
+  Value wgRowHi = idxAdd(b, wgRowLo, constIdx(b, 63));
+  Value diagOff = spec.hasMask() && mask.isBottomRight()
+                      ? arith::SubIOp::create(b, lk, lq).getResult()
+                      : constIdx(b, 0);
+  auto tileNeedsMask = [&](Value t) -> Value {
+    Value colLo = idxMul(b, t, BN);
+    Value colHi = idxAdd(b, colLo, constIdx(b, BN - 1));
+    Value need =
+        arith::CmpIOp::create(b, arith::CmpIPredicate::sge, colHi, lk);
+    if (spec.hasMask()) {
+      Value lim = idxAdd(b, wgRowLo, diagOff);
+      need = arith::OrIOp::create(
+          b, need,
+          arith::CmpIOp::create(b, arith::CmpIPredicate::sgt, colHi, lim));
+      if (mask.getKind() == MaskKind::SlidingWindow) {
+        Value lo = idxAdd(b, wgRowHi, diagOff);
+        lo = idxAdd(b, lo, constIdx(b, -mask.getWindow()));
+        need = arith::OrIOp::create(
+            b, need,
+            arith::CmpIOp::create(b, arith::CmpIPredicate::sle, colLo, lo));
+      }
     }
-    std::array<Value, 2> alpha =
-        onlineSoftmaxStep(b, sv, st, spec.scale, sc);
-
-    // O *= alpha (per row).
+    return need;
+  };
+  // Softmax of one tile: returns p (in sv), alpha, and the new row state.
+  auto softmax = [&](Value t, SmallVectorImpl<Value> &sv, RowState &st)
+      -> std::array<Value, 2> {
+    SmallVector<Type> types(sv.size() + 6, f32);
+    auto ifMask = scf::IfOp::create(b, types, tileNeedsMask(t),
+                                    /*withElse=*/true);
+    for (int branch = 0; branch < 2; ++branch) {
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(branch == 0 ? ifMask.thenBlock()
+                                             : ifMask.elseBlock());
+      SmallVector<Value> v(sv.begin(), sv.end());
+      RowState s2 = st;
+      ScoreContext sc;
+      sc.rowIdx[0] = rows[0];
+      sc.rowIdx[1] = rows[1];
+      sc.colBase = idxMul(b, t, BN);
+      sc.laneCol = laneCol;
+      sc.needsMask = branch == 0;
+      sc.allowed = [mask, lq, lk](ImplicitLocOpBuilder &bb, Value r,
+                                  Value col) -> Value {
+        Value ok =
+            arith::CmpIOp::create(bb, arith::CmpIPredicate::slt, col, lk);
+        if (Value m =
+                buildMaskPredicate(bb, bb.getLoc(), mask, r, col, lq, lk))
+          ok = arith::AndIOp::create(bb, ok, m);
+        return ok;
+      };
+      if (spec.scoreMod) {
+        // score_mod is only defined on real (q, kv) pairs, and a capture
+        // such as a [Lq, Lk] bias must not be read past its end: tail rows
+        // and columns (masked or never stored) see the last valid index.
+        Value lastRow = arith::SubIOp::create(b, lq, constIdx(b, 1));
+        Value lastCol = arith::SubIOp::create(b, lk, constIdx(b, 1));
+        Value r0 = rows[0];
+        Value cr0 = arith::MinSIOp::create(b, rows[0], lastRow);
+        Value cr1 = arith::MinSIOp::create(b, rows[1], lastRow);
+        sc.scoreMod = [&env, lastCol, r0, cr0, cr1](ImplicitLocOpBuilder &bb,
+                                                    Value x, Value r,
+                                                    Value col) {
+          Value cr = r == r0 ? cr0 : cr1;
+          Value cc = arith::MinSIOp::create(bb, col, lastCol);
+          return inlineScoreMod(bb, env, x, cr, cc);
+        };
+      }
+      std::array<Value, 2> a = onlineSoftmaxStep(b, v, s2, spec.scale, sc);
+      v.append({s2.m[0], s2.m[1], s2.l[0], s2.l[1], a[0], a[1]});
+      scf::YieldOp::create(b, v);
+    }
+    auto r = ifMask.getResults();
+    int64_t n = sv.size();
+    for (int64_t e = 0; e < n; ++e)
+      sv[e] = r[e];
+    st.m[0] = r[n];
+    st.m[1] = r[n + 1];
+    st.l[0] = r[n + 2];
+    st.l[1] = r[n + 3];
+    return {r[n + 4], r[n + 5]};
+  };
+  auto rescale = [&](SmallVector<Value> &O, std::array<Value, 2> alpha) {
     for (int64_t k = 0; k < chunks; ++k) {
       Value o = O[k];
       for (int64_t e = 0; e < chunkN / 2; ++e) {
@@ -310,35 +371,120 @@ static void buildConsumer(ImplicitLocOpBuilder &b, KernelEnv &env,
       }
       O[k] = o;
     }
+  };
+  auto extract = [&](Value acc) {
+    SmallVector<Value> sv;
+    for (int64_t e = 0; e < BN / 2; ++e)
+      sv.push_back(LLVM::ExtractValueOp::create(b, acc, e));
+    return sv;
+  };
 
-    // O += P V.
+  SmallVector<Value> inits;
+  for (int64_t k = 0; k < chunks; ++k)
+    inits.push_back(LLVM::ZeroOp::create(b, oType));
+  inits.append({negInf, negInf, fzero, fzero});
+  Value one = constIdx(b, 1);
+  SmallVector<Value> res;
+
+  if (!cfg.overlap) {
+    auto loop = scf::ForOp::create(b, env.tBegin, env.tEnd, one, inits);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value t = loop.getInductionVar();
+    auto iter = loop.getRegionIterArgs();
+    SmallVector<Value> O(iter.begin(), iter.begin() + chunks);
+    RowState st{{iter[chunks], iter[chunks + 1]},
+                {iter[chunks + 2], iter[chunks + 3]}};
+    Value s = waitFull(t);
+    Value acc = issueQK(s);
+    NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
+    SmallVector<Value> sv = extract(acc);
+    std::array<Value, 2> alpha = softmax(t, sv, st);
+    rescale(O, alpha);
     SmallVector<Value> aRegs = packA(b, sv, elem);
-    wgmmaFence(b);
-    for (int64_t kb = 0; kb < BN / 16; ++kb)
-      for (int64_t k = 0; k < chunks; ++k) {
-        Value d = descAt(vd, kb * 16 * 128 / 16 + k * BN * 128 / 16);
-        O[k] = wgmmaRS(b, O[k], ArrayRef<Value>(aRegs).slice(4 * kb, 4), d,
-                       chunkN, elem);
-      }
-    wgmmaCommitAndWait(b, 0);
-
-    // Release the slot: one arrival per consumer warp.
-    Value lane0 = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, lane,
-                                        constIdx(b, 0));
-    auto ifLane0 = scf::IfOp::create(b, lane0, /*withElse=*/false);
-    {
-      OpBuilder::InsertionGuard g2(b);
-      b.setInsertionPointToStart(ifLane0.thenBlock());
-      mbarArrive(b, smemOffset(b, env.tiles,
-                               stageOffset(b, env, s, 8, L.kvEmptyOff(0, S))));
-    }
+    issuePV(O, aRegs, s);
+    NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
+    release(t);
     SmallVector<Value> yields(O.begin(), O.end());
     yields.append({st.m[0], st.m[1], st.l[0], st.l[1]});
     scf::YieldOp::create(b, yields);
+    b.setInsertionPointAfter(loop);
+    res.assign(loop.getResults().begin(), loop.getResults().end());
+  } else {
+    // Software pipeline: QK of tile t+1 runs on the tensor cores while this
+    // warpgroup does the softmax of tile t, and PV of tile t runs while the
+    // next iteration waits for K. A slot is released one iteration late
+    // (after PV of its tile is known complete), hence stages >= 3.
+    Value nonEmpty = arith::CmpIOp::create(b, arith::CmpIPredicate::slt,
+                                           env.tBegin, env.tEnd);
+    auto pro = scf::IfOp::create(b, TypeRange{sType}, nonEmpty, true);
+    {
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(pro.thenBlock());
+      Value s = waitFull(env.tBegin);
+      scf::YieldOp::create(b, issueQK(s));
+      b.setInsertionPointToStart(pro.elseBlock());
+      scf::YieldOp::create(b, Value(LLVM::UndefOp::create(b, sType)));
+    }
+    inits.push_back(pro.getResult(0));
+    auto loop = scf::ForOp::create(b, env.tBegin, env.tEnd, one, inits);
+    {
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(loop.getBody());
+      Value t = loop.getInductionVar();
+      auto iter = loop.getRegionIterArgs();
+      SmallVector<Value> O(iter.begin(), iter.begin() + chunks);
+      RowState st{{iter[chunks], iter[chunks + 1]},
+                  {iter[chunks + 2], iter[chunks + 3]}};
+      Value sCur = iter[chunks + 4];
+      Value tNext = idxAdd(b, t, one);
+      Value hasNext = arith::CmpIOp::create(b, arith::CmpIPredicate::slt,
+                                            tNext, env.tEnd);
+      auto next = scf::IfOp::create(b, TypeRange{sType}, hasNext, true);
+      {
+        OpBuilder::InsertionGuard g2(b);
+        b.setInsertionPointToStart(next.thenBlock());
+        Value s = waitFull(tNext);
+        Value acc = issueQK(s);
+        // Everything but the QK just issued: S_t and PV_{t-1}.
+        NVVM::WgmmaWaitGroupSyncOp::create(b, 1);
+        scf::YieldOp::create(b, acc);
+        b.setInsertionPointToStart(next.elseBlock());
+        NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
+        scf::YieldOp::create(b, Value(LLVM::UndefOp::create(b, sType)));
+      }
+      // Keep reads of S_t and O after the wait.
+      sCur = fenceRegisters(b, sCur);
+      for (Value &o : O)
+        o = fenceRegisters(b, o);
+      Value i = arith::SubIOp::create(b, t, env.tBegin);
+      Value hasPrev =
+          arith::CmpIOp::create(b, arith::CmpIPredicate::sgt, i,
+                                constIdx(b, 0));
+      auto ifPrev = scf::IfOp::create(b, hasPrev, /*withElse=*/false);
+      {
+        OpBuilder::InsertionGuard g2(b);
+        b.setInsertionPointToStart(ifPrev.thenBlock());
+        release(arith::SubIOp::create(b, t, one));
+      }
+      SmallVector<Value> sv = extract(sCur);
+      std::array<Value, 2> alpha = softmax(t, sv, st);
+      rescale(O, alpha);
+      SmallVector<Value> aRegs = packA(b, sv, elem);
+      auto [s, parity] = slotOf(t);
+      (void)parity;
+      issuePV(O, aRegs, s);
+      SmallVector<Value> yields(O.begin(), O.end());
+      yields.append({st.m[0], st.m[1], st.l[0], st.l[1], next.getResult(0)});
+      scf::YieldOp::create(b, yields);
+    }
+    NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
+    res.assign(loop.getResults().begin(), loop.getResults().end());
+    for (int64_t k = 0; k < chunks; ++k)
+      res[k] = fenceRegisters(b, res[k]);
   }
 
   // Epilogue: O / l, stored straight from registers; rows past Lq skipped.
-  auto res = loop.getResults();
   Value mFin[2] = {res[chunks], res[chunks + 1]};
   Value lFin[2] = {quadReduce(b, res[chunks + 2], false),
                    quadReduce(b, res[chunks + 3], false)};
@@ -454,6 +600,13 @@ gpu::GPUFuncOp gpu_lowering::buildAttentionKernel(OpBuilder &ob, Location loc,
 
   env.tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
   Value qBlock = gpu::BlockIdOp::create(b, gpu::Dimension::x);
+  if (spec.hasMask()) {
+    // Causal/window blocks late in the sequence carry the most tiles:
+    // schedule them first so the tail of the grid is short ones.
+    Value nq = gpu::GridDimOp::create(b, gpu::Dimension::x);
+    qBlock = arith::SubIOp::create(
+        b, arith::SubIOp::create(b, nq, constIdx(b, 1)), qBlock);
+  }
   env.bh = gpu::BlockIdOp::create(b, gpu::Dimension::y);
   env.q0 = idxMul(b, qBlock, cfg.blockM);
 

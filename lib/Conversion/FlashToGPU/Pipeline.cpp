@@ -162,6 +162,27 @@ Value gpu_lowering::wgmmaRS(ImplicitLocOpBuilder &b, Value acc,
       .getResult(0);
 }
 
+Value gpu_lowering::fenceRegisters(ImplicitLocOpBuilder &b, Value acc) {
+  auto st = cast<LLVM::LLVMStructType>(acc.getType());
+  int64_t n = st.getBody().size();
+  std::string cons;
+  for (int64_t i = 0; i < n; ++i)
+    cons += "=f,";
+  for (int64_t i = 0; i < n; ++i)
+    cons += std::to_string(i) + (i + 1 < n ? "," : "");
+  SmallVector<Value> operands;
+  for (int64_t i = 0; i < n; ++i)
+    operands.push_back(LLVM::ExtractValueOp::create(b, acc, i));
+  return LLVM::InlineAsmOp::create(
+             b, acc.getType(), operands, "", cons,
+             /*has_side_effects=*/true, /*is_align_stack=*/false,
+             LLVM::tailcallkind::TailCallKind::None,
+             LLVM::AsmDialectAttr::get(b.getContext(),
+                                       LLVM::AsmDialect::AD_ATT),
+             ArrayAttr())
+      .getResult(0);
+}
+
 void gpu_lowering::wgmmaFence(ImplicitLocOpBuilder &b) {
   NVVM::WgmmaFenceAlignedOp::create(b);
 }

@@ -10,6 +10,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 #include <cmath>
@@ -49,6 +50,51 @@ gpu_lowering::onlineSoftmaxStep(ImplicitLocOpBuilder &b,
   Value scaleLog2 = constF32(b, scale * log2e);
   Value scaleNat = constF32(b, scale);
   Value log2eV = constF32(b, log2e);
+
+  // Without score_mod (and scale > 0) the scaling commutes with the max:
+  // keep raw scores, take the max on them and fold scale·log2(e) into one
+  // FMA per element, p = 2^(s·c − m).
+  bool raw = !ctx.scoreMod && scale > 0;
+  if (raw) {
+    if (ctx.needsMask)
+      for (int64_t i = 0, e = s.size(); i < e; ++i) {
+        Value c = arith::AddIOp::create(b, ctx.colBase, ctx.laneCol);
+        c = arith::AddIOp::create(b, c, constIdx(b, fragColBase(i)));
+        Value ok = ctx.allowed(b, ctx.rowIdx[fragRowHalf(i)], c);
+        s[i] = arith::SelectOp::create(b, ok, s[i], negInf);
+      }
+    std::array<Value, 2> alpha;
+    std::array<Value, 2> negM;
+    for (int64_t h = 0; h < 2; ++h) {
+      Value mx;
+      for (int64_t i = 0, e = s.size(); i < e; ++i)
+        if (fragRowHalf(i) == h)
+          mx = mx ? arith::MaxNumFOp::create(b, mx, s[i]).getResult() : s[i];
+      mx = quadReduce(b, mx, /*isMax=*/true);
+      mx = arith::MulFOp::create(b, mx, scaleLog2);
+      Value mNew = arith::MaxNumFOp::create(b, st.m[h], mx);
+      Value isInf = arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, mNew,
+                                          negInf);
+      Value mUse = arith::SelectOp::create(b, isInf, zero, mNew);
+      alpha[h] = exp2Approx(b, arith::SubFOp::create(b, st.m[h], mUse));
+      negM[h] = arith::NegFOp::create(b, mUse);
+      st.m[h] = mNew;
+    }
+    Value rowSum[2] = {Value(), Value()};
+    for (int64_t i = 0, e = s.size(); i < e; ++i) {
+      int64_t h = fragRowHalf(i);
+      Value x = math::FmaOp::create(b, s[i], scaleLog2, negM[h]);
+      s[i] = exp2Approx(b, x);
+      rowSum[h] = rowSum[h]
+                      ? arith::AddFOp::create(b, rowSum[h], s[i]).getResult()
+                      : s[i];
+    }
+    for (int64_t h = 0; h < 2; ++h) {
+      Value scaled = arith::MulFOp::create(b, st.l[h], alpha[h]);
+      st.l[h] = arith::AddFOp::create(b, scaled, rowSum[h]);
+    }
+    return alpha;
+  }
 
   // Scores in the log2 domain, with score_mod and the mask applied.
   for (int64_t i = 0, e = s.size(); i < e; ++i) {
