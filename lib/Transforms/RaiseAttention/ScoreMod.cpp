@@ -35,6 +35,8 @@ struct Planner {
   Node *s;
   unsigned rank;
   int64_t lq, lk;
+  /// Set by causalOffset: 0 for causal, W for a sliding window.
+  mutable int64_t window = 0;
 
   bool isS(const Node *n) const { return n == s || structurallyEqual(n, s); }
   bool dependsOnS(const Node *n) const {
@@ -130,8 +132,12 @@ struct Planner {
     return l;
   }
 
-  /// The `off` of an allowed-predicate equivalent to j <= i + off.
-  std::optional<int64_t> causalOffset(const Node *pred, bool negate) const {
+  /// A bound on the allowed keys: j <= i + c (`upper`) or j >= i + c.
+  struct Bound {
+    bool upper;
+    int64_t c;
+  };
+  std::optional<Bound> bound(const Node *pred, bool negate) const {
     if (!pred->isOp("arith.cmpi"))
       return std::nullopt;
     auto attr = pred->attrs.getAs<arith::CmpIPredicateAttr>("predicate");
@@ -146,7 +152,8 @@ struct Planner {
     if (negate)
       p = arith::invertPredicate(p);
     // Unsigned compares agree with signed ones on non-negative operands.
-    bool nonNeg = a->c0 >= 0 && b->c0 >= 0;
+    bool nonNeg = a->c0 >= 0 && b->c0 >= 0 && a->ci >= 0 && a->cj >= 0 &&
+                  b->ci >= 0 && b->cj >= 0;
     switch (p) {
     case P::ult: if (!nonNeg) return std::nullopt; p = P::slt; break;
     case P::ule: if (!nonNeg) return std::nullopt; p = P::sle; break;
@@ -156,18 +163,49 @@ struct Planner {
     }
     Linear d{a->ci - b->ci, a->cj - b->cj, a->c0 - b->c0};
     if (d.ci == -1 && d.cj == 1) { // j - i + c0 (p) 0
-      if (p == P::sle)
-        return -d.c0;
-      if (p == P::slt)
-        return -d.c0 - 1;
+      switch (p) {
+      case P::sle: return Bound{true, -d.c0};
+      case P::slt: return Bound{true, -d.c0 - 1};
+      case P::sge: return Bound{false, -d.c0};
+      case P::sgt: return Bound{false, -d.c0 + 1};
+      default: break;
+      }
     }
     if (d.ci == 1 && d.cj == -1) { // i - j + c0 (p) 0
-      if (p == P::sge)
-        return d.c0;
-      if (p == P::sgt)
-        return d.c0 - 1;
+      switch (p) {
+      case P::sge: return Bound{true, d.c0};
+      case P::sgt: return Bound{true, d.c0 - 1};
+      case P::sle: return Bound{false, d.c0};
+      case P::slt: return Bound{false, d.c0 + 1};
+      default: break;
+      }
     }
     return std::nullopt;
+  }
+
+  /// The `off` of an allowed-predicate equivalent to j <= i + off; a
+  /// conjunction with a lower bound j >= i + l sets `window` to off - l + 1
+  /// (the sliding window i + off - W < j <= i + off).
+  std::optional<int64_t> causalOffset(const Node *pred, bool negate) const {
+    window = 0;
+    // allowed = p1 && p2, or by De Morgan !(p1 || p2) with the fill on top.
+    if ((!negate && pred->isOp("arith.andi")) ||
+        (negate && pred->isOp("arith.ori"))) {
+      std::optional<Bound> b0 = bound(pred->operands[0], negate);
+      std::optional<Bound> b1 = bound(pred->operands[1], negate);
+      if (!b0 || !b1 || b0->upper == b1->upper)
+        return std::nullopt;
+      int64_t u = b0->upper ? b0->c : b1->c;
+      int64_t l = b0->upper ? b1->c : b0->c;
+      if (u - l + 1 < 1)
+        return std::nullopt;
+      window = u - l + 1;
+      return u;
+    }
+    std::optional<Bound> b = bound(pred, negate);
+    if (!b || !b->upper)
+      return std::nullopt;
+    return b->c;
   }
 
   /// A constant tensor read as a mask: `additive` (0 allowed, fill masked)
@@ -358,6 +396,7 @@ FailureOr<ScoreModPlan> raise::planScoreMod(ScoreTracer &t, Node *x, Node *s,
                                             Refusal &why,
                                             Operation *fallback) {
   Planner pl{t, s, t.rank(), lq, lk};
+  pl.window = 0;
   ScoreModPlan plan;
   x = simplifyIdentities(t, x);
   if (const Node *u = firstUnsupported(x)) {
@@ -371,13 +410,14 @@ FailureOr<ScoreModPlan> raise::planScoreMod(ScoreTracer &t, Node *x, Node *s,
   }
   if (auto m = pl.extractMask(x)) {
     int64_t off = m->second;
+    MaskKind kind = pl.window ? MaskKind::SlidingWindow : MaskKind::Causal;
     if (off == 0) {
-      plan.mask = MaskAttr::get(t.getContext(), MaskKind::Causal, 0,
+      plan.mask = MaskAttr::get(t.getContext(), kind, pl.window,
                                 MaskAlignment::TopLeft);
       x = m->first;
     } else if (!ShapedType::isDynamic(lq) && !ShapedType::isDynamic(lk) &&
                off == lk - lq) {
-      plan.mask = MaskAttr::get(t.getContext(), MaskKind::Causal, 0,
+      plan.mask = MaskAttr::get(t.getContext(), kind, pl.window,
                                 MaskAlignment::BottomRight);
       x = m->first;
     }

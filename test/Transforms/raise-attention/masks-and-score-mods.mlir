@@ -390,3 +390,40 @@ func.func @causal_then_additive_bias(%q: tensor<2x10x16xf32>, %k: tensor<2x12x16
   %o = linalg.batch_matmul ins(%p, %v : tensor<2x10x12xf32>, tensor<2x12x8xf32>) outs(%pv_f : tensor<2x10x8xf32>) -> tensor<2x10x8xf32>
   return %o : tensor<2x10x8xf32>
 }
+
+// -----
+
+// CHECK-LABEL: func @sliding_window_index_compares
+// CHECK: flash.attention
+// CHECK-SAME: scale(1.0) mask(sliding_window, 4) -> tensor<2x10x8xf32>
+// CHECK-NOT: score_mod
+// Sliding-window (local) attention: i - 4 < j <= i, from two index compares.
+func.func @sliding_window_index_compares(%q: tensor<2x10x16xf32>, %k: tensor<2x12x16xf32>, %v: tensor<2x12x8xf32>) -> tensor<2x10x8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %qk_e = tensor.empty() : tensor<2x10x12xf32>
+  %qk_f = linalg.fill ins(%zero : f32) outs(%qk_e : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %s = linalg.batch_matmul indexing_maps = [
+      affine_map<(b, i, j, d) -> (b, i, d)>, affine_map<(b, i, j, d) -> (b, j, d)>,
+      affine_map<(b, i, j, d) -> (b, i, j)>]
+      ins(%q, %k : tensor<2x10x16xf32>, tensor<2x12x16xf32>) outs(%qk_f : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %sm_e = tensor.empty() : tensor<2x10x12xf32>
+  %sm = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b, c)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%s : tensor<2x10x12xf32>) outs(%sm_e : tensor<2x10x12xf32>) {
+  ^bb0(%x0: f32, %out_arg: f32):
+    %fill = arith.constant 0xFF800000 : f32
+    %i = linalg.index 1 : index
+    %j = linalg.index 2 : index
+    %c3 = arith.constant 3 : index
+    %lo = arith.subi %i, %c3 : index
+    %past = arith.cmpi sle, %j, %i : index
+    %near = arith.cmpi sge, %j, %lo : index
+    %ok = arith.andi %past, %near : i1
+    %y = arith.select %ok, %x0, %fill : f32
+    linalg.yield %y : f32
+  } -> tensor<2x10x12xf32>
+  %softmax_e = tensor.empty() : tensor<2x10x12xf32>
+  %p = linalg.softmax dimension(2) ins(%sm : tensor<2x10x12xf32>) outs(%softmax_e : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %pv_e = tensor.empty() : tensor<2x10x8xf32>
+  %pv_f = linalg.fill ins(%zero : f32) outs(%pv_e : tensor<2x10x8xf32>) -> tensor<2x10x8xf32>
+  %o = linalg.batch_matmul ins(%p, %v : tensor<2x10x12xf32>, tensor<2x12x8xf32>) outs(%pv_f : tensor<2x10x8xf32>) -> tensor<2x10x8xf32>
+  return %o : tensor<2x10x8xf32>
+}
