@@ -21,6 +21,7 @@ void flash::buildFlashGPUPipeline(OpPassManager &pm,
   conv.overlap = options.overlap;
   conv.producerRegs = options.producerRegs;
   conv.consumerRegs = options.consumerRegs;
+  conv.ctasPerSM = options.ctasPerSM;
   pm.addPass(createConvertFlashToGPUPass(conv));
   pm.addPass(createCanonicalizerPass());
 

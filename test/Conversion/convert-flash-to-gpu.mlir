@@ -1,22 +1,24 @@
 // RUN: flash-opt %s -split-input-file -convert-flash-to-gpu -verify-diagnostics | FileCheck %s
 
-// Causal, GQA 2:1, Lq != Lk, bf16, D = Dv = 64.
+// Causal, GQA 2:1, Lq != Lk, bf16, D = Dv = 64: by default one consumer
+// warpgroup of 64 rows and two CTAs per SM.
 // CHECK-LABEL: func.func @causal_gqa
 // CHECK-SAME: %[[STREAM:[a-z0-9]+]]: !llvm.ptr {flash.stream}
-// CHECK-COUNT-3: nvgpu.tma.create.descriptor {{.*}} -> <tensor = memref<1x128x64xbf16, 3>, swizzle = swizzle_128b
+// CHECK: nvgpu.tma.create.descriptor {{.*}} -> <tensor = memref<1x64x64xbf16, 3>, swizzle = swizzle_128b
+// CHECK-COUNT-2: nvgpu.tma.create.descriptor {{.*}} -> <tensor = memref<1x128x64xbf16, 3>, swizzle = swizzle_128b
 // CHECK: %[[TOK:.+]] = builtin.unrealized_conversion_cast %[[STREAM]] : !llvm.ptr to !gpu.async.token
 // CHECK: gpu.launch_func async [%[[TOK]]] @flash_attention_0::@kernel blocks in
-// CHECK-SAME: threads in (%c384
+// CHECK-SAME: threads in (%c256
 // CHECK-NOT: bufferization.materialize_in_destination
 // CHECK: return
 // CHECK: gpu.module @flash_attention_0
 // CHECK: llvm.mlir.global external @flash_smem() {addr_space = 3 : i32, alignment = 1024 : i64}
 // CHECK: gpu.func @kernel(%{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index) kernel
-// CHECK-SAME: nvvm.maxntid = array<i32: 384, 1, 1>
+// CHECK-SAME: nvvm.maxntid = array<i32: 256, 1, 1>, nvvm.minctasm = 2 : i32
 // CHECK: nvvm.mbarrier.init
 // CHECK: nvvm.setmaxregister decrease 24
 // CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global
-// CHECK: nvvm.setmaxregister increase 240
+// CHECK: nvvm.setmaxregister increase 232
 // CHECK-COUNT-4: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 128, k = 16>
 // CHECK: llvm.nvvm.ex2.approx.ftz.f32
 // CHECK: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16

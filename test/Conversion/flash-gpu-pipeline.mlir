@@ -8,7 +8,7 @@
 // PTX-LABEL: llvm.func @_mlir_ciface_attn(
 // PTX: gpu.binary @flash_attention_0
 // PTX-SAME: assembly = "
-// PTX-DAG: .maxntid 384, 1, 1
+// PTX-DAG: .maxntid 256, 1, 1
 // PTX-DAG: setmaxnreg.dec.sync.aligned.u32
 // PTX-DAG: cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
 // PTX-DAG: setmaxnreg.inc.sync.aligned.u32

@@ -45,12 +45,13 @@ def ConvertFlashToGPUPass : Pass<"convert-flash-to-gpu", "::mlir::ModuleOp"> {
   let options = [
     Option<"chip", "chip", "std::string", /*default=*/"\"sm_90a\"",
            "Target chip (only sm_90a is implemented)">,
-    Option<"blockM", "block-m", "int64_t", /*default=*/"128",
-           "Query rows per CTA (64 per consumer warpgroup)">,
+    Option<"blockM", "block-m", "int64_t", /*default=*/"0",
+           "Query rows per CTA (64 per consumer warpgroup); 0: 64 when "
+           "D, Dv <= 64 (two CTAs per SM), else 128">,
     Option<"blockN", "block-n", "int64_t", /*default=*/"128",
            "Key/value rows per tile (multiple of 16, at most 256)">,
-    Option<"warpgroups", "warpgroups", "int64_t", /*default=*/"2",
-           "Consumer warpgroups per CTA (block-m / 64)">,
+    Option<"warpgroups", "warpgroups", "int64_t", /*default=*/"0",
+           "Consumer warpgroups per CTA (block-m / 64); 0: block-m / 64">,
     Option<"stages", "stages", "int64_t", /*default=*/"2",
            "Depth of the K/V shared-memory ring">,
     Option<"splitPV", "split-pv", "bool", /*default=*/"false",
@@ -61,7 +62,10 @@ def ConvertFlashToGPUPass : Pass<"convert-flash-to-gpu", "::mlir::ModuleOp"> {
     Option<"producerRegs", "producer-regs", "int64_t", /*default=*/"24",
            "setmaxnreg for the producer warpgroup (0: leave alone)">,
     Option<"consumerRegs", "consumer-regs", "int64_t", /*default=*/"240",
-           "setmaxnreg for the consumer warpgroups (0: leave alone)">
+           "setmaxnreg for the consumer warpgroups (0: leave alone)">,
+    Option<"ctasPerSM", "ctas-per-sm", "int64_t", /*default=*/"0",
+           "CTAs per SM the register cap at entry must allow (launch "
+           "bounds); 0: 2 with one consumer warpgroup, else 1">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

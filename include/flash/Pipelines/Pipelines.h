@@ -52,14 +52,14 @@ struct FlashGPUPipelineOptions
                        llvm::cl::desc("NVVM optimisation level"),
                        llvm::cl::init(3)};
   Option<int64_t> blockM{*this, "block-m",
-                         llvm::cl::desc("Query rows per CTA"),
-                         llvm::cl::init(128)};
+                         llvm::cl::desc("Query rows per CTA (0: by head dim)"),
+                         llvm::cl::init(0)};
   Option<int64_t> blockN{*this, "block-n",
                          llvm::cl::desc("Key/value rows per tile"),
                          llvm::cl::init(128)};
   Option<int64_t> warpgroups{*this, "warpgroups",
-                             llvm::cl::desc("Consumer warpgroups per CTA"),
-                             llvm::cl::init(2)};
+                             llvm::cl::desc("Consumer warpgroups per CTA (0: block-m / 64)"),
+                             llvm::cl::init(0)};
   Option<int64_t> stages{*this, "stages",
                          llvm::cl::desc("K/V shared-memory ring depth"),
                          llvm::cl::init(2)};
@@ -72,6 +72,9 @@ struct FlashGPUPipelineOptions
   Option<int64_t> producerRegs{*this, "producer-regs",
                                llvm::cl::desc("setmaxnreg of the producer"),
                                llvm::cl::init(24)};
+  Option<int64_t> ctasPerSM{*this, "ctas-per-sm",
+                            llvm::cl::desc("CTAs per SM for the register cap (0: auto)"),
+                            llvm::cl::init(0)};
   Option<int64_t> consumerRegs{*this, "consumer-regs",
                                llvm::cl::desc("setmaxnreg of the consumers"),
                                llvm::cl::init(240)};

@@ -30,15 +30,18 @@ struct ConvertFlashToGPUPass
     cfg.overlap = overlap;
     cfg.producerRegs = producerRegs;
     cfg.consumerRegs = consumerRegs;
+    cfg.ctasPerSM = ctasPerSM;
     if (chip != "sm_90a") {
       module.emitError("convert-flash-to-gpu: chip '")
           << chip << "' is not supported yet (sm_90a only)";
       return signalPassFailure();
     }
-    if (cfg.consumerWarpgroups < 1 || cfg.blockM != 64 * cfg.consumerWarpgroups ||
+    if (cfg.blockM < 0 || cfg.consumerWarpgroups < 0 || cfg.ctasPerSM < 0 ||
+        (cfg.blockM > 0 && cfg.consumerWarpgroups > 0 &&
+         cfg.blockM != 64 * cfg.consumerWarpgroups) ||
         cfg.blockN < 16 || cfg.blockN > 256 || cfg.blockN % 16 != 0 ||
         cfg.stages < 1 || (cfg.overlap && cfg.stages < 3)) {
-      module.emitError("convert-flash-to-gpu: need block-m = 64 * warpgroups, "
+      module.emitError("convert-flash-to-gpu: need block-m = 64 * warpgroups (0: automatic), "
                        "block-n a multiple of 16 in [16, 256], stages >= 1 "
                        "(>= 3 with overlap)");
       return signalPassFailure();

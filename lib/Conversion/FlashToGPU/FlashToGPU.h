@@ -27,6 +27,7 @@ struct KernelConfig {
   bool overlap = false;
   int64_t producerRegs = 24;
   int64_t consumerRegs = 240;
+  int64_t ctasPerSM = 1;
   int64_t threads() const { return 128 * (1 + consumerWarpgroups); }
 };
 

@@ -79,8 +79,30 @@ static Value dataPointer(ImplicitLocOpBuilder &b, Value m) {
 
 static bool isSupportedHeadDim(int64_t d) { return d == 64 || d == 128; }
 
+/// Fills in the automatic (0) knobs for one op. Small head dims make the
+/// softmax the larger share of the work, so D, Dv <= 64 take one consumer
+/// warpgroup per CTA and two CTAs per SM (one CTA's prologue and epilogue
+/// overlap the other's tiles); the register split is then capped so that
+/// both CTAs fit in the 64K-register file. Measured in bench/NOTES.md.
+static KernelConfig resolveConfig(KernelConfig cfg, int64_t d, int64_t dv) {
+  if (cfg.blockM == 0)
+    cfg.blockM = cfg.consumerWarpgroups > 0 ? 64 * cfg.consumerWarpgroups
+                 : (d <= 64 && dv <= 64)    ? 64
+                                            : 128;
+  if (cfg.consumerWarpgroups == 0)
+    cfg.consumerWarpgroups = cfg.blockM / 64;
+  if (cfg.ctasPerSM == 0)
+    cfg.ctasPerSM = cfg.consumerWarpgroups == 1 ? 2 : 1;
+  if (cfg.consumerRegs > 0 && cfg.producerRegs > 0) {
+    int64_t budget = 65536 / (128 * cfg.ctasPerSM) - cfg.producerRegs;
+    int64_t cap = (budget / cfg.consumerWarpgroups) / 8 * 8;
+    cfg.consumerRegs = std::min(cfg.consumerRegs, std::min<int64_t>(cap, 256));
+  }
+  return cfg;
+}
+
 LogicalResult gpu_lowering::lowerToLaunch(AttentionOp op,
-                                          const KernelConfig &cfg,
+                                          const KernelConfig &cfgIn,
                                           Value stream, int64_t kernelIndex) {
   MLIRContext *ctx = op.getContext();
   Location loc = op.getLoc();
@@ -148,6 +170,7 @@ LogicalResult gpu_lowering::lowerToLaunch(AttentionOp op,
               "with tensor.extract at the top level of the region");
   }
 
+  KernelConfig cfg = resolveConfig(cfgIn, d, dv);
   KernelSpec spec;
   spec.elemType = elem;
   spec.headDim = d;

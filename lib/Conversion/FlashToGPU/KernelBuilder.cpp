@@ -578,7 +578,8 @@ gpu::GPUFuncOp gpu_lowering::buildAttentionKernel(OpBuilder &ob, Location loc,
   // A register cap at entry (launch bounds with one CTA per SM) is what
   // lets setmaxnreg move registers from the producer to the consumers.
   fn->setAttr("nvvm.maxntid", b.getDenseI32ArrayAttr({threads, 1, 1}));
-  fn->setAttr("nvvm.minctasm", b.getI32IntegerAttr(1));
+  fn->setAttr("nvvm.minctasm",
+             b.getI32IntegerAttr(static_cast<int32_t>(cfg.ctasPerSM)));
 
   Block &entry = fn.getBody().front();
   b.setInsertionPointToStart(&entry);
