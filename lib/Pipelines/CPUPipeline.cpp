@@ -24,6 +24,10 @@ static void addTextual(OpPassManager &pm, StringRef pipeline) {
 
 void mlir::flash::buildFlashCPUPipeline(
     OpPassManager &pm, const FlashCPUPipelineOptions &options) {
+  if (options.raise) {
+    pm.addPass(createFlashRaiseAttentionPass());
+    addTextual(pm, "canonicalize");
+  }
   if (options.reference) {
     pm.addPass(createFlashDecomposeAttentionPass());
   } else {
@@ -32,6 +36,7 @@ void mlir::flash::buildFlashCPUPipeline(
     tile.blockKv = options.blockKv;
     pm.addPass(createFlashTileAttentionPass(tile));
   }
+  pm.addPass(createFlashDecomposeAggregatedOpsPass());
   addTextual(pm, "canonicalize,cse");
   // Function boundaries take plain memrefs so that C callers (ctypes,
   // mlir-runner) pass ordinary strided descriptors.

@@ -1,6 +1,7 @@
 //===- GPUPipeline.cpp - flash-gpu-pipeline -------------------------------===//
 #include "flash/Conversion/Passes.h"
 #include "flash/Pipelines/Pipelines.h"
+#include "flash/Transforms/Passes.h"
 
 #include "mlir/Dialect/GPU/Pipelines/Passes.h"
 #include "mlir/Pass/PassManager.h"
@@ -11,6 +12,15 @@ using namespace mlir;
 
 void flash::buildFlashGPUPipeline(OpPassManager &pm,
                                   const FlashGPUPipelineOptions &options) {
+  // Raw attention (matmul, softmax, matmul) becomes flash.attention first;
+  // a module that already holds the op goes through unchanged.
+  if (options.raise) {
+    pm.addPass(createFlashRaiseAttentionPass());
+    // Folds the frontend's output rounding into the op (f32 -> bf16/f16).
+    pm.addPass(createCanonicalizerPass());
+  }
+  // The kernel stores into the caller's buffer, not a temporary.
+  pm.addNestedPass<func::FuncOp>(createFlashAttentionIntoDestinationPass());
   ConvertFlashToGPUPassOptions conv;
   conv.chip = options.chip;
   conv.blockM = options.blockM;

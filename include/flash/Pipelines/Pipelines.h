@@ -11,6 +11,12 @@ namespace flash {
 /// Options of `flash-cpu-pipeline`.
 struct FlashCPUPipelineOptions
     : public PassPipelineOptions<FlashCPUPipelineOptions> {
+  PassOptions::Option<bool> raise{
+      *this, "raise",
+      llvm::cl::desc("First rewrite matmul-softmax-matmul chains into "
+                     "flash.attention (flash-raise-attention); off by default "
+                     "so the unfused original of a test can be lowered as is"),
+      llvm::cl::init(false)};
   PassOptions::Option<bool> reference{
       *this, "reference",
       llvm::cl::desc("Lower flash.attention through flash-decompose-attention "
@@ -39,6 +45,10 @@ void buildFlashCPUPipeline(OpPassManager &pm,
 /// and the code-generation target.
 struct FlashGPUPipelineOptions
     : public PassPipelineOptions<FlashGPUPipelineOptions> {
+  Option<bool> raise{*this, "raise",
+                     llvm::cl::desc("First rewrite matmul-softmax-matmul "
+                                    "chains into flash.attention"),
+                     llvm::cl::init(true)};
   Option<std::string> chip{*this, "chip", llvm::cl::desc("Target chip"),
                            llvm::cl::init("sm_90a")};
   Option<std::string> features{*this, "features",

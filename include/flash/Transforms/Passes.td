@@ -149,4 +149,38 @@ def FlashRaiseAttentionPass
   ];
 }
 
+def FlashDecomposeAggregatedOpsPass : Pass<"flash-decompose-aggregated-ops"> {
+  let summary = "Decompose linalg aggregate ops (linalg.softmax) into generics";
+  let description = [{
+    Upstream code generation has no lowering for `linalg.softmax` and other
+    ops implementing `AggregatedOpInterface`. This pass expands them into
+    the linalg ops they stand for (max, sub, exp, sum, div), so that IR that
+    was not fused, e.g. the unfused original of a benchmark, still compiles.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::linalg::LinalgDialect",
+    "::mlir::math::MathDialect",
+    "::mlir::tensor::TensorDialect"
+  ];
+}
+
+def FlashAttentionIntoDestinationPass
+    : Pass<"flash-attention-into-destination", "func::FuncOp"> {
+  let summary = "Let flash.attention write straight into the memref its "
+                "result is materialized in";
+  let description = [{
+    A function written on tensors and wrapped for a caller's buffers ends in
+    `bufferization.materialize_in_destination %r in restrict writable %out`
+    while the op's init is a `tensor.empty`. The op overwrites its whole
+    init, so the init can be the destination itself: this pass replaces the
+    empty init with `bufferization.to_tensor %out restrict writable`, the
+    destination-passing form that GPU code generation needs (the kernel
+    stores into the caller's buffer, no temporary). Only done when the
+    result has no other use and the memref is not read as a tensor
+    elsewhere in the function.
+  }];
+  let dependentDialects = ["::mlir::bufferization::BufferizationDialect"];
+}
+
 #endif // FLASH_TRANSFORMS_PASSES

@@ -93,6 +93,7 @@ def Flash_AttentionOp : Flash_Op<"attention", [
 
   let hasVerifier = 1;
   let hasRegionVerifier = 1;
+  let hasCanonicalizer = 1;
 
   let extraClassDeclaration = [{
     /// Number of leading batch dims (rank - 2).
