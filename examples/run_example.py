@@ -141,4 +141,23 @@ print(f"    compiled in {time.time() - t0:.1f} s: gpu.binary @{binary.group(1) i
 launches = len(re.findall(r"gpu\.launch_func", lowered))
 calls = sorted(set(re.findall(r"llvm\.call @(mgpu\w+)", lowered)))
 print(f"    host code: {launches} gpu.launch_func on the caller's stream; runtime calls: {', '.join(calls)}")
-print("    run it on a GPU with tools/flash-gpu-build.py and python/flash_mlir (see README).")
+out_dir = os.environ.get("FLASH_EXAMPLE_GPU_DIR")
+if out_dir:
+    # A shippable kernel library (no LLVM needed to run it) for examples/run_example_gpu.py.
+    os.makedirs(out_dir, exist_ok=True)
+    inlined, _ = opt(gpu_source, "--inline", "--symbol-dce")
+    src = os.path.join(out_dir, f"{name}_gpu.mlir")
+    open(src, "w").write(inlined)
+    build_dir = os.path.dirname(os.path.dirname(FLASH_OPT))
+    subprocess.run([sys.executable, os.path.join(ROOT, "tools", "flash-gpu-build.py"), src,
+                    "-o", os.path.join(out_dir, f"lib{name}_gpu.so"), "--bundle",
+                    "--runtime-dir", os.path.join(os.path.abspath(build_dir), "lib"),
+                    "--opt-tool", FLASH_OPT, "--pipeline", "builtin.module(flash-gpu-pipeline)"],
+                   check=True, env=ENV)
+    shapes = {"name": f"{name}_gpu", "args": [[int(d) for d in s_.split("x")] for s_, _ in arg_types],
+              "dtype": dtype, "causal": "mask(causal" in raised, "scale": 1 / np.sqrt(q_shape[-1])}
+    import json
+    json.dump(shapes, open(os.path.join(out_dir, "example.json"), "w"))
+    print(f"    kernel library: {out_dir}/lib{name}_gpu.so; run examples/run_example_gpu.py {out_dir} on a GPU")
+else:
+    print("    set FLASH_EXAMPLE_GPU_DIR to also build a kernel library for examples/run_example_gpu.py")

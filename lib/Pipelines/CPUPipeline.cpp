@@ -25,7 +25,7 @@ static void addTextual(OpPassManager &pm, StringRef pipeline) {
 void mlir::flash::buildFlashCPUPipeline(
     OpPassManager &pm, const FlashCPUPipelineOptions &options) {
   if (options.raise) {
-    pm.addPass(createFlashRaiseAttentionPass());
+    pm.addNestedPass<func::FuncOp>(createFlashRaiseAttentionPass());
     addTextual(pm, "canonicalize");
   }
   if (options.reference) {

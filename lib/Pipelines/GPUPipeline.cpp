@@ -15,7 +15,7 @@ void flash::buildFlashGPUPipeline(OpPassManager &pm,
   // Raw attention (matmul, softmax, matmul) becomes flash.attention first;
   // a module that already holds the op goes through unchanged.
   if (options.raise) {
-    pm.addPass(createFlashRaiseAttentionPass());
+    pm.addNestedPass<func::FuncOp>(createFlashRaiseAttentionPass());
     // Folds the frontend's output rounding into the op (f32 -> bf16/f16).
     pm.addPass(createCanonicalizerPass());
   }
