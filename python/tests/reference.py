@@ -2,7 +2,10 @@
 import numpy as np
 
 
-def attention_ref(q, k, v, scale=None, causal=False, window=None, align="top_left"):
+def attention_ref(q, k, v, scale=None, causal=False, window=None, align="top_left",
+                  score_mod=None):
+    """`score_mod(s, i, j)`, when given, rewrites the scaled scores before the
+    mask, as the op's score_mod region does (i, j: broadcastable row/column indices)."""
     q, k, v = (np.asarray(x, dtype=np.float64) for x in (q, k, v))
     if scale is None:
         scale = 1.0 / np.sqrt(q.shape[-1])
@@ -14,6 +17,8 @@ def attention_ref(q, k, v, scale=None, causal=False, window=None, align="top_lef
     lq, lk = s.shape[-2:]
     i = np.arange(lq)[:, None]
     j = np.arange(lk)[None, :]
+    if score_mod is not None:
+        s = score_mod(s, i, j)
     if causal or window is not None:
         diag = i + (lk - lq if align == "bottom_right" else 0)
         allowed = j <= diag

@@ -11,6 +11,10 @@ import sys
 
 import numpy as np
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..",
+                                "python", "tests"))
+from reference import attention_ref  # noqa: E402
+
 FLASH_OPT, MLIR_RUNNER, LIB_DIR = sys.argv[1:4]
 SEED = int(os.environ.get("FLASH_TEST_SEED", np.random.SeedSequence().entropy % (2**31)))
 rng = np.random.default_rng(SEED)
@@ -36,35 +40,16 @@ def dense(a):
 
 
 def reference(q, k, v, scale, mask, bias, softcap):
-    """float64 attention written from the definition, independent of the compiler."""
-    q, k, v = (x.astype(np.float64) for x in (q, k, v))
-    group = q.shape[-3] // k.shape[-3] if q.ndim >= 3 else 1
-    if group > 1:
-        k = np.repeat(k, group, axis=-3)
-        v = np.repeat(v, group, axis=-3)
-    s = scale * np.einsum("...id,...jd->...ij", q, k)
-    if softcap:
-        s = softcap * np.tanh(s / softcap)
-    if bias is not None:
-        s = s + bias
-    lq, lk = s.shape[-2:]
-    i = np.arange(lq)[:, None]
-    j = np.arange(lk)[None, :]
-    if mask:
-        kind, window, align = mask
-        diag = i + (lk - lq if align == "bottom_right" else 0)
-        allowed = j <= diag
-        if kind == "sliding_window":
-            allowed &= j > diag - window
-        s = np.where(allowed, s, -np.inf)
-    m = s.max(axis=-1, keepdims=True)
-    live = np.isfinite(m)
-    p = np.where(live, np.exp(s - np.where(live, m, 0)), 0.0)
-    l = p.sum(axis=-1, keepdims=True)
-    out = np.where(l > 0, (p @ v) / np.where(l > 0, l, 1), 0.0)
-    with np.errstate(divide="ignore"):
-        lse = np.where(l[..., 0] > 0, np.log(np.where(l[..., 0] > 0, l[..., 0], 1)) + np.where(live[..., 0], m[..., 0], 0), -np.inf)
-    return out, lse
+    """The float64 attention of python/tests/reference.py with this case's score_mod."""
+    def score_mod(s, i, j):
+        if softcap:
+            s = softcap * np.tanh(s / softcap)
+        return s if bias is None else s + bias
+
+    kind, window, align = mask if mask else (None, None, "top_left")
+    return attention_ref(q, k, v, scale=scale, causal=kind == "causal",
+                         window=window if kind == "sliding_window" else None, align=align,
+                         score_mod=score_mod)
 
 
 def run_case(name, qs, ks, vs, scale, mask=None, bias=False, softcap=None):
