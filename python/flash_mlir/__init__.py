@@ -3,17 +3,23 @@
     compile(ir_or_path, pipeline=..., output=..., **options)  run a pipeline (C API)
     attention(q, k, v, *, scale=None, causal=False, ...)      fused attention on
         NumPy arrays (host) or torch tensors (CUDA tensors on the GPU)
+    prebuild(q_shape, k_shape, v_shape, dtype, ...)           compile attention's kernel
+        into the cache ahead of time (for a GPU machine without LLVM)
+    compiler_available()                                      whether the compiler loads here
     FlashError                                                compilation errors,
         carrying the MLIR diagnostics
     gpu                                                       ctypes launcher for GPU
         kernel libraries (libflash_cuda_runtime)
 
 Everything goes through libFlashCAPI with ctypes: no build-time Python
-bindings. NumPy and torch are imported only when used.
+bindings. NumPy and torch are imported only when used. Nothing loads the compiler at
+import: on a machine without LLVM, attention() runs GPU kernels from the cache.
 """
 from ._capi import FlashError, host_target, is_registered, library_path, version
-from ._attention import AttentionKernel, attention, attention_ir
+from ._capi import available as compiler_available
+from ._attention import AttentionKernel, attention, attention_ir, prebuild
 from .compiler import compile
 
 __all__ = ["FlashError", "AttentionKernel", "attention", "attention_ir", "compile",
-           "host_target", "is_registered", "library_path", "version"]
+           "compiler_available", "host_target", "is_registered", "library_path", "prebuild",
+           "version"]

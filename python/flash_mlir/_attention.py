@@ -11,7 +11,7 @@ from . import _capi, cache
 from ._capi import FlashError
 from .compiler import format_options
 
-__all__ = ["attention", "attention_ir", "AttentionKernel", "FUNC_NAME"]
+__all__ = ["attention", "attention_ir", "prebuild", "AttentionKernel", "FUNC_NAME"]
 
 FUNC_NAME = "flash_attention"
 CPU_PIPELINE = "flash-cpu-pipeline"
@@ -19,6 +19,8 @@ GPU_PIPELINE = "flash-gpu-pipeline"
 
 _NUMPY_TYPES = {"float32": "f32", "float16": "f16"}
 _TORCH_TYPES = {"torch.float32": "f32", "torch.float16": "f16", "torch.bfloat16": "bf16"}
+_TYPE_NAMES = {"f32": "f32", "f16": "f16", "bf16": "bf16", "float32": "f32",
+               "float16": "f16", "bfloat16": "bf16", "half": "f16"}
 
 
 def _dims(shape):
@@ -123,16 +125,8 @@ class AttentionKernel:
     @classmethod
     def build(cls, ir, device, pipeline=None, options="", lse=False, use_cache=True,
               opt_level=3):
-        pipeline = pipeline or (CPU_PIPELINE if device == "cpu" else GPU_PIPELINE)
-        target = _capi.host_target() if device == "cpu" else "cuda"
-        k = cache.key(ir, pipeline, options, target, (opt_level, device))
-        path = cache.lookup(k) if use_cache else None
-        if path is None:
-            path = cache.store_file(
-                k, lambda tmp: _compile_to_library(ir, device, pipeline, options, opt_level, tmp),
-                meta={"pipeline": pipeline, "options": options, "target": target,
-                      "version": _capi.version(), "ir": ir})
-        return cls(ir, device, pipeline, options, lse, path)
+        path = _library_for(ir, device, pipeline, options, use_cache, opt_level)
+        return cls(ir, device, pipeline or _default_pipeline(device), options, lse, path)
 
     def __call__(self, q, k, v, out=None, lse_out=None):
         if self.device == "cpu":
@@ -168,6 +162,37 @@ class AttentionKernel:
             args.append(lse_out)
         self._lib(FUNC_NAME, *args, pass_stream=True)
         return (out, lse_out) if self.lse else out
+
+
+def _default_pipeline(device):
+    return CPU_PIPELINE if device == "cpu" else GPU_PIPELINE
+
+
+def _library_for(ir, device, pipeline, options, use_cache=True, opt_level=3):
+    """Path of the compiled library for this IR: from the cache, else built now.
+
+    GPU kernels are keyed without the host: a cache folder filled where the
+    compiler is (flash_mlir.prebuild) serves a GPU machine that has none."""
+    pipeline = pipeline or _default_pipeline(device)
+    if device == "cpu":
+        # Host code is built for this CPU, so it needs the compiler here.
+        target = _capi.host_target()
+    else:
+        target = "cuda"
+    k = cache.key(ir, pipeline, options, target, (opt_level, device))
+    path = cache.lookup(k) if use_cache else None
+    if path is not None:
+        return path
+    if not _capi.available():
+        raise FlashError(
+            "flash_mlir: no compiled kernel for this configuration in %s, and no compiler "
+            "here to build one (%s). Build it where flash-mlir is installed with "
+            "flash_mlir.prebuild(...) into a cache folder and point FLASH_MLIR_CACHE_DIR "
+            "at a copy of that folder. The kernel's IR:\n%s"
+            % (cache.cache_dir(), _capi.unavailable_reason(), ir))
+    return cache.store_file(
+        k, lambda tmp: _compile_to_library(ir, device, pipeline, options, opt_level, tmp),
+        meta={"pipeline": pipeline, "options": options, "target": target, "ir": ir})
 
 
 def _check_out(out, shape, dtype, contiguous):
@@ -277,3 +302,23 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align="top_left
         o = out if out is not None else torch.from_numpy(res[0] if return_lse else res)
         return (o, torch.from_numpy(res[1])) if return_lse else o
     return kernel(q, k, v, out)
+
+
+def prebuild(q_shape, k_shape, v_shape, dtype, *, device="cuda", scale=None, causal=False,
+             window=None, align="top_left", return_lse=False, dynamic=False, pipeline=None,
+             **options):
+    """Compiles, into the cache, the kernel attention() would run for arrays of
+    these shapes and dtype ("bf16" / "bfloat16", "f16" / "float16", "f32" /
+    "float32", or a torch or NumPy dtype) with these arguments, and returns its
+    path. Needs the compiler but no GPU: fill a cache folder
+    (FLASH_MLIR_CACHE_DIR) here, copy it to a GPU machine without LLVM, and
+    attention() there finds its kernels in it."""
+    name = str(dtype).replace("torch.", "")
+    elt = _TYPE_NAMES.get(name)
+    if elt is None:
+        raise TypeError("unsupported dtype %r (bf16, f16, f32)" % (dtype,))
+    if device not in ("cpu", "cuda"):
+        raise ValueError("device must be 'cpu' or 'cuda', got %r" % (device,))
+    ir = attention_ir(q_shape, k_shape, v_shape, elt, scale=scale, causal=causal,
+                      window=window, align=align, lse=return_lse, dynamic=dynamic)
+    return _library_for(ir, device, pipeline, format_options(options))

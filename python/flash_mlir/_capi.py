@@ -61,14 +61,43 @@ def library_path():
 
 
 _lib = None
+_lib_error = None
 _lock = threading.Lock()
 
 
+def available():
+    """Whether the compiler (libFlashCAPI and the libMLIR it links) loads here.
+    Without it, only kernels already in the cache can run (flash_mlir.prebuild
+    makes them on a machine that has the compiler)."""
+    try:
+        lib()
+        return True
+    except (FlashError, OSError):
+        return False
+
+
+def unavailable_reason():
+    """Why available() is False ('' when it is True)."""
+    try:
+        lib()
+        return ""
+    except (FlashError, OSError) as e:
+        return str(e)
+
+
 def lib():
-    global _lib
+    global _lib, _lib_error
     with _lock:
         if _lib is None:
-            L = ctypes.CDLL(library_path())
+            if _lib_error is not None:
+                raise _lib_error
+            path = library_path()
+            try:
+                L = ctypes.CDLL(path)
+            except OSError as e:
+                # Remembered: a failed dlopen (no libMLIR here) is not retried on every call.
+                _lib_error = FlashError("flash_mlir: cannot load %s: %s" % (path, e))
+                raise _lib_error from None
             L.flashVersion.restype = ctypes.c_char_p
             L.flashHostTarget.restype = ctypes.c_char_p
             L.flashIsRegisteredPass.argtypes = [ctypes.c_char_p]

@@ -1,25 +1,46 @@
-"""flash_mlir on the GPU path. Code generation (PTX, cubin) needs only the
-CUDA toolkit and runs everywhere flash-gpu-pipeline is built; execution needs
-torch with a CUDA device and is checked against torch SDPA with
-FlashAttention's rule: error vs a float64 reference at most 2x SDPA's own."""
+"""flash_mlir on the GPU path.
+
+Code generation (PTX, cubin, the kernel library) needs the compiler and the
+CUDA toolkit, no device. Execution needs torch with an sm_90 device and either
+the compiler or the kernels in the cache: on a GPU machine without LLVM, fill a
+cache folder first where the compiler is,
+    python3 python/tests/test_attention_gpu.py --prebuild DIR
+and run the tests there with FLASH_MLIR_CACHE_DIR=DIR. Results are checked
+against a float64 reference with FlashAttention's rule: the error is at most
+twice torch SDPA's own (plus 1e-3)."""
 import os
 import shutil
+import sys
 
 import pytest
 
-import flash_mlir
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
 
-pytestmark = pytest.mark.skipif(not flash_mlir.is_registered("flash-gpu-pipeline"),
-                                reason="flash-gpu-pipeline is not in this build")
+import flash_mlir  # noqa: E402
+from reference import attention_ref  # noqa: E402
 
 SHAPES = ((1, 2, 200, 64), (1, 2, 200, 64), (1, 2, 200, 64))
 
 
-@pytest.mark.skipif(not os.path.exists(os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"),
-                                                    "bin", "ptxas")) and not shutil.which("ptxas"),
-                    reason="no ptxas (CUDA toolkit)")
-def test_ptx_and_cubin_without_a_device():
+def _has_ptxas():
+    return os.path.exists(os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"),
+                                       "bin", "ptxas")) or bool(shutil.which("ptxas"))
+
+
+def _compiler():
+    if not flash_mlir.compiler_available():
+        pytest.skip("no compiler here: " + flash_mlir._capi.unavailable_reason())
+    if not flash_mlir.is_registered("flash-gpu-pipeline"):
+        pytest.skip("flash-gpu-pipeline is not in this build")
+    if not _has_ptxas():
+        pytest.skip("no ptxas (CUDA toolkit)")
     os.environ.setdefault("CUDA_HOME", "/usr/local/cuda")
+
+
+def test_ptx_and_cubin_without_a_device():
+    _compiler()
     ir = flash_mlir.attention_ir(*SHAPES, "bf16", causal=True)
     ptx = flash_mlir.compile(ir, pipeline="flash-gpu-pipeline", output="ptx", format="isa")
     assert ".entry" in ptx and "sm_90a" in ptx
@@ -30,9 +51,7 @@ def test_ptx_and_cubin_without_a_device():
 def test_kernel_library_builds_and_loads_without_a_device():
     """Host code, cubin and the bundled runtime link and load; only the launch
     needs a GPU (the runtime loads the driver lazily)."""
-    if not os.path.exists(os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"),
-                                       "bin", "ptxas")):
-        pytest.skip("no ptxas (CUDA toolkit)")
+    _compiler()
     from flash_mlir._attention import AttentionKernel
     if not os.path.exists(os.path.join(os.path.dirname(flash_mlir.library_path()),
                                        "libflash_cuda_runtime.so")):
@@ -42,6 +61,78 @@ def test_kernel_library_builds_and_loads_without_a_device():
     assert kernel._lib.entry("flash_attention")
     bundled = os.path.join(os.path.dirname(kernel.path), "libflash_cuda_runtime.so")
     assert os.path.exists(bundled)
+
+
+def test_prebuilt_kernels_run_without_the_compiler(monkeypatch, tmp_path):
+    """A cache folder filled by prebuild serves attention() where the compiler
+    does not load; a configuration missing from it is a FlashError naming it."""
+    _compiler()
+    monkeypatch.setenv("FLASH_MLIR_CACHE_DIR", str(tmp_path))
+    import flash_mlir._attention as am
+    import flash_mlir._capi as capi
+    path = flash_mlir.prebuild((1, 4, 96, 64), (1, 2, 80, 64), (1, 2, 80, 64), "bfloat16",
+                               causal=True)
+    assert os.path.dirname(path) == str(tmp_path)
+    monkeypatch.setattr(capi, "available", lambda: False)
+    monkeypatch.setattr(capi, "unavailable_reason", lambda: "libMLIR is not installed")
+    monkeypatch.setattr(am, "_compile_to_library",
+                        lambda *a, **kw: pytest.fail("compiled without a compiler"))
+    ir = flash_mlir.attention_ir((1, 4, 96, 64), (1, 2, 80, 64), (1, 2, 80, 64), "bf16",
+                                 causal=True)
+    assert am._library_for(ir, "cuda", None, "") == path
+    other = flash_mlir.attention_ir((1, 4, 96, 64), (1, 2, 80, 64), (1, 2, 80, 64), "bf16")
+    with pytest.raises(flash_mlir.FlashError, match="no compiler here.*libMLIR is not installed"):
+        am._library_for(other, "cuda", None, "")
+
+
+def test_a_rebuilt_compiler_does_not_reuse_stale_kernels(monkeypatch, tmp_path):
+    _compiler()
+    monkeypatch.setenv("FLASH_MLIR_CACHE_DIR", str(tmp_path))
+    import flash_mlir._attention as am
+    import flash_mlir.cache as cache
+    args = ((1, 2, 64, 64), (1, 2, 64, 64), (1, 2, 64, 64), "f16")
+    flash_mlir.prebuild(*args)
+    compiles = []
+    orig = am._compile_to_library
+    monkeypatch.setattr(am, "_compile_to_library",
+                        lambda *a, **kw: (compiles.append(a[0]), orig(*a, **kw))[1])
+    flash_mlir.prebuild(*args)
+    assert compiles == []
+    real = cache.compiler_id()
+    monkeypatch.setattr(cache, "compiler_id", lambda: dict(real, build="0" * 16))
+    flash_mlir.prebuild(*args)
+    assert len(compiles) == 1
+
+
+# ---- execution on the GPU ----------------------------------------------------------------
+
+# (name, q shape, k shape, v shape, dtype, attention() keywords). Shared by the tests
+# and by --prebuild, so a prebuilt cache holds exactly the kernels the tests run.
+def _run_cases():
+    cases = []
+    for dtype in ("bfloat16", "float16"):
+        for causal in (False, True):
+            for name, (b, hq, hkv, lq, lk, d) in (("mha", (2, 8, 8, 1000, 1000, 64)),
+                                                  ("gqa_tail", (1, 4, 2, 333, 333, 128))):
+                cases.append(("%s-%s-%s" % (name, dtype, "causal" if causal else "full"),
+                              (b, hq, lq, d), (b, hkv, lk, d), (b, hkv, lk, d), dtype,
+                              {"causal": causal}))
+    cases.append(("stream", (1, 2, 256, 64), (1, 2, 256, 64), (1, 2, 256, 64), "bfloat16", {}))
+    cases.append(("window-lse", (2, 4, 300, 64), (2, 4, 517, 64), (2, 4, 517, 64), "bfloat16",
+                  {"window": 128, "align": "bottom_right", "return_lse": True}))
+    cases.append(("dynamic", (1, 4, 100, 128), (1, 2, 130, 128), (1, 2, 130, 128), "bfloat16",
+                  {"causal": True, "align": "bottom_right", "dynamic": True}))
+    return cases
+
+
+CASES = {c[0]: c[1:] for c in _run_cases()}
+
+
+def prebuild_all(cache_dir):
+    os.environ["FLASH_MLIR_CACHE_DIR"] = cache_dir
+    os.environ.setdefault("CUDA_HOME", "/usr/local/cuda")
+    for name, (qs, ks, vs, dtype, kw) in CASES.items():
+        print(name, flash_mlir.prebuild(qs, ks, vs, dtype, **kw))
 
 
 def _cuda():
@@ -54,46 +145,91 @@ def _cuda():
     return torch
 
 
-def _errors(torch, out, q, k, v, causal, scale):
-    """(max |out - ref|, max |sdpa - ref|) with ref in float64."""
-    import torch.nn.functional as F
-    group = q.shape[1] // k.shape[1]
-    k64 = k.double().repeat_interleave(group, dim=1)
-    v64 = v.double().repeat_interleave(group, dim=1)
-    ref = F.scaled_dot_product_attention(q.double(), k64, v64, is_causal=causal, scale=scale)
-    sdpa = F.scaled_dot_product_attention(q, k.repeat_interleave(group, dim=1),
-                                          v.repeat_interleave(group, dim=1),
-                                          is_causal=causal, scale=scale)
-    return (out.double() - ref).abs().max().item(), (sdpa.double() - ref).abs().max().item()
-
-
-@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
-@pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("shape", [(2, 8, 8, 1000, 1000, 64), (1, 4, 2, 333, 333, 128)],
-                         ids=["mha", "gqa_tail"])
-def test_matches_sdpa(dtype, causal, shape):
-    torch = _cuda()
-    b, hq, hkv, lq, lk, d = shape
-    dt = getattr(torch, dtype)
+def _inputs(torch, qs, ks, vs, dtype):
     g = torch.Generator(device="cuda").manual_seed(int.from_bytes(os.urandom(4), "little"))
-    q = torch.randn(b, hq, lq, d, device="cuda", dtype=dt, generator=g)
-    k = torch.randn(b, hkv, lk, d, device="cuda", dtype=dt, generator=g)
-    v = torch.randn(b, hkv, lk, d, device="cuda", dtype=dt, generator=g)
+    dt = getattr(torch, dtype)
+    return [torch.randn(*s, device="cuda", dtype=dt, generator=g) for s in (qs, ks, vs)]
+
+
+def _errors(torch, out, q, k, v, **kw):
+    """(max |out - ref|, max |sdpa - ref|, ref lse) with ref in float64 from the
+    same (rounded) inputs; SDPA gets the same mask as a boolean matrix."""
+    import numpy as np
+    import torch.nn.functional as F
+    causal, window = kw.get("causal", False), kw.get("window")
+    ref, ref_lse = attention_ref(*(x.double().cpu().numpy() for x in (q, k, v)), causal=causal,
+                                 window=window, align=kw.get("align", "top_left"))
+    group = q.shape[1] // k.shape[1]
+    mask = None
+    if causal or window is not None:
+        lq, lk = q.shape[-2], k.shape[-2]
+        i = torch.arange(lq, device="cuda")[:, None]
+        j = torch.arange(lk, device="cuda")[None, :]
+        diag = i + (lk - lq if kw.get("align") == "bottom_right" else 0)
+        mask = j <= diag
+        if window is not None:
+            mask &= j > diag - window
+    sdpa = F.scaled_dot_product_attention(q, k.repeat_interleave(group, dim=1),
+                                          v.repeat_interleave(group, dim=1), attn_mask=mask)
+    ref_t = torch.from_numpy(np.ascontiguousarray(ref)).to("cuda")
+    return ((out.double() - ref_t).abs().max().item(),
+            (sdpa.double() - ref_t).abs().max().item(), ref_lse)
+
+
+@pytest.mark.parametrize("name", [n for n in CASES if n.startswith(("mha", "gqa"))])
+def test_matches_sdpa(name):
+    torch = _cuda()
+    qs, ks, vs, dtype, kw = CASES[name]
+    q, k, v = _inputs(torch, qs, ks, vs, dtype)
     out = torch.full_like(q, float("nan"))
-    res = flash_mlir.attention(q, k, v, causal=causal, out=out)
+    res = flash_mlir.attention(q, k, v, out=out, **kw)
     torch.cuda.synchronize()
     assert res is out and not torch.isnan(out).any()
-    err, err_sdpa = _errors(torch, out, q, k, v, causal, None)
+    err, err_sdpa, _ = _errors(torch, out, q, k, v, **kw)
     assert err <= 2 * err_sdpa + 1e-3, (err, err_sdpa)
 
 
 def test_runs_on_torch_current_stream():
     torch = _cuda()
-    q = torch.randn(1, 2, 256, 64, device="cuda", dtype=torch.bfloat16)
+    qs, ks, vs, dtype, kw = CASES["stream"]
+    q, k, v = _inputs(torch, qs, ks, vs, dtype)
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
-        out = flash_mlir.attention(q, q, q)
+        out = flash_mlir.attention(q, k, v, **kw)
     s.synchronize()
-    err, err_sdpa = _errors(torch, out, q, q, q, False, None)
+    err, err_sdpa, _ = _errors(torch, out, q, k, v, **kw)
     assert err <= 2 * err_sdpa + 1e-3
+
+
+def test_sliding_window_bottom_right_with_lse():
+    torch = _cuda()
+    qs, ks, vs, dtype, kw = CASES["window-lse"]
+    q, k, v = _inputs(torch, qs, ks, vs, dtype)
+    out, lse = flash_mlir.attention(q, k, v, **kw)
+    torch.cuda.synchronize()
+    err, err_sdpa, ref_lse = _errors(torch, out, q, k, v, **kw)
+    assert err <= 2 * err_sdpa + 1e-3, (err, err_sdpa)
+    assert lse.dtype == torch.float32 and tuple(lse.shape) == qs[:-1]
+    # f32 accumulation of the same rounded inputs: far inside bf16's error.
+    assert abs(lse.double().cpu().numpy() - ref_lse).max() <= 1e-3
+
+
+def test_dynamic_lengths_share_one_kernel():
+    torch = _cuda()
+    import flash_mlir._attention as am
+    _, ks, _, dtype, kw = CASES["dynamic"]
+    before = len(am._kernels)
+    for b, lq, lk in ((1, 100, 130), (2, 257, 300), (3, 64, 64)):
+        q, k, v = _inputs(torch, (b, 4, lq, 128), (b, 2, lk, 128), (b, 2, lk, 128), dtype)
+        out = flash_mlir.attention(q, k, v, **kw)
+        torch.cuda.synchronize()
+        err, err_sdpa, _ = _errors(torch, out, q, k, v, **kw)
+        assert err <= 2 * err_sdpa + 1e-3, ((b, lq, lk), err, err_sdpa)
+    assert len(am._kernels) == before + 1
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3 or sys.argv[1] != "--prebuild":
+        sys.exit("usage: test_attention_gpu.py --prebuild CACHE_DIR")
+    prebuild_all(sys.argv[2])
