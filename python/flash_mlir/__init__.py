@@ -15,6 +15,7 @@ Everything goes through libFlashCAPI with ctypes: no build-time Python
 bindings. NumPy and torch are imported only when used. Nothing loads the compiler at
 import: on a machine without LLVM, attention() runs GPU kernels from the cache.
 """
+from ._version import __version__
 from ._capi import FlashError, host_target, is_registered, library_path, version
 from ._capi import available as compiler_available
 from ._attention import AttentionKernel, attention, attention_ir, prebuild

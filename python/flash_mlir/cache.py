@@ -14,6 +14,7 @@ import os
 import tempfile
 
 from . import _capi
+from ._version import __version__
 
 # Bump when the way artifacts are built changes (linking, calling convention).
 ARTIFACT_FORMAT = 2
@@ -30,10 +31,11 @@ def cache_dir():
 
 
 def key(ir, pipeline, options, target, extra=()):
-    """Hash of the IR, the pipeline and its options and the target the code is
-    generated for (host CPU or GPU); the compiler is checked by lookup()."""
+    """Hash of the IR, the pipeline and its options, the flash-mlir version and
+    the target the code is generated for (host CPU or GPU); the exact compiler
+    build is checked by lookup()."""
     h = hashlib.sha256()
-    for part in (str(ARTIFACT_FORMAT), target, pipeline or "", options or "",
+    for part in (str(ARTIFACT_FORMAT), __version__, target, pipeline or "", options or "",
                  *map(str, extra), ir):
         data = part.encode() if isinstance(part, str) else part
         h.update(len(data).to_bytes(8, "little"))
