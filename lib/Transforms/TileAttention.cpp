@@ -119,6 +119,26 @@ private:
     return arith::SelectOp::create(ob, l, valid, x, cF32(ob, l, 0.0f));
   }
 
+  /// The key/value tile of `src` that starts at key row j0: [BKV, width] in
+  /// f32, zero past Lk, or [width, BKV] when `transposed`.
+  Value kvTile(Value src, Value j0, OpFoldResult width, bool transposed) {
+    OpFoldResult bkvF = b.getIndexAttr(bkv);
+    SmallVector<OpFoldResult> shape{bkvF, width};
+    if (transposed)
+      std::swap(shape[0], shape[1]);
+    return generic(
+        {}, {empty(shape)}, {map(2, {0, 1})},
+        {IteratorType::parallel, IteratorType::parallel},
+        [&](OpBuilder &ob, Location l, ValueRange) {
+          Value dim0 = linalg::IndexOp::create(ob, l, 0);
+          Value dim1 = linalg::IndexOp::create(ob, l, 1);
+          Value j = transposed ? dim1 : dim0, col = transposed ? dim0 : dim1;
+          Value row = arith::AddIOp::create(ob, l, j0, j);
+          linalg::YieldOp::create(
+              ob, l, guardedLoad(ob, l, src, kvBatch, row, lk, col));
+        })[0];
+  }
+
   void emitBlock(ValueRange ivs, ValueRange sharedOuts,
                  SmallVectorImpl<Value> &newOuts,
                  SmallVectorImpl<SmallVector<OpFoldResult>> &offsets,
@@ -335,27 +355,10 @@ OnlineState Tiler::emitKvStep(Value j0, OnlineState state, bool masked) {
   const IteratorType par = IteratorType::parallel,
                      red = IteratorType::reduction;
 
-  // Kᵀ tile [D, BKV] and V tile [BKV, Dv] in f32, zero past Lk. K is
-  // transposed here once per tile so that the score loop runs contiguously
-  // along the key axis.
-  Value kT = generic(
-      {}, {empty({dF, bkvF})}, {map(2, {0, 1})}, {par, par},
-      [&](OpBuilder &ob, Location l, ValueRange) {
-        Value d = linalg::IndexOp::create(ob, l, 0);
-        Value j = linalg::IndexOp::create(ob, l, 1);
-        Value col = arith::AddIOp::create(ob, l, j0, j);
-        linalg::YieldOp::create(
-            ob, l, guardedLoad(ob, l, op.getKey(), kvBatch, col, lk, d));
-      })[0];
-  Value vTile = generic(
-      {}, {empty({bkvF, dvF})}, {map(2, {0, 1})}, {par, par},
-      [&](OpBuilder &ob, Location l, ValueRange) {
-        Value j = linalg::IndexOp::create(ob, l, 0);
-        Value e = linalg::IndexOp::create(ob, l, 1);
-        Value row = arith::AddIOp::create(ob, l, j0, j);
-        linalg::YieldOp::create(
-            ob, l, guardedLoad(ob, l, op.getValue(), kvBatch, row, lk, e));
-      })[0];
+  // Kᵀ is transposed here once per tile so that the score loop runs
+  // contiguously along the key axis.
+  Value kT = kvTile(op.getKey(), j0, dF, /*transposed=*/true);
+  Value vTile = kvTile(op.getValue(), j0, dvF, /*transposed=*/false);
 
   // S[i, j] = sum_d Q[i, d] Kᵀ[d, j]; loops (i, d, j), key axis innermost.
   Value s = generic(
