@@ -25,7 +25,7 @@ def attention_ref(q, k, v, scale=None, causal=False, window=None, align="top_lef
         if window is not None:
             allowed &= j > diag - window
         s = np.where(allowed, s, -np.inf)
-    m = s.max(axis=-1, keepdims=True)
+    m = s.max(axis=-1, keepdims=True, initial=-np.inf)  # Lk = 0: every row is dead
     live = np.isfinite(m)
     p = np.where(live, np.exp(s - np.where(live, m, 0)), 0.0)
     l = p.sum(axis=-1, keepdims=True)

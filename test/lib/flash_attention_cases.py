@@ -3,11 +3,19 @@
 A `Case` describes one configuration (element type, head dims, batch dims,
 GQA, mask, score_mod, LSE); `module_text` emits a func.func `@attn` with
 dynamic batch/Lq/Lk dims so one compiled module serves every length, and
-`reference` computes the op's meaning in float64 with NumPy.
+`reference` computes the op's meaning with the shared float64 reference
+(python/tests/reference.py).
 """
+import os
+import sys
+
 import numpy as np
 
 import flash_cpu_runner as fcr
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "python", "tests"))
+from reference import attention_ref  # noqa: E402
 
 ELEM = {"f32": np.float32, "f16": np.float16, "bf16": np.uint16}
 
@@ -170,42 +178,33 @@ class Case:
 
     # -- reference ------------------------------------------------------------
     def reference(self, q, k, v, extra):
-        nb = self.nb
-        if nb and self.hkv is not None and self.hkv != self.batch[-1]:
-            g = self.batch[-1] // self.hkv
-            k = np.repeat(k, g, axis=nb - 1)
-            v = np.repeat(v, g, axis=nb - 1)
-        lq, lk = q.shape[-2], k.shape[-2]
-        s = np.float64(np.float32(self.scale)) * np.matmul(q, np.swapaxes(k, -1, -2))
-        i = np.arange(lq)[:, None]
-        j = np.arange(lk)[None, :]
-        if self.score_mod == "bias":
-            s = s + extra["bias"]
-        elif self.score_mod == "boolmask":
-            s = np.where(extra["keep"], s, -np.inf)
-        elif self.score_mod == "softcap":
-            s = self.softcap * np.tanh(s / self.softcap)
-        elif self.score_mod == "alibi":
-            if nb:
-                h = np.arange(self.batch[-1]).reshape(
-                    (1,) * (nb - 1) + (-1, 1, 1)).astype(np.float64)
-            else:
-                h = i.astype(np.float64)
-            s = s - np.abs(i - j) / (h + 2.0)
-        if self.mask:
-            off = lk - lq if self.bottom_right else 0
-            allowed = j <= i + off
-            if self.mask == "sliding_window":
-                allowed &= j > i + off - self.window
-            s = np.where(allowed, s, -np.inf)
-        m = s.max(axis=-1, keepdims=True) if lk else np.full(s.shape[:-1] + (1,), -np.inf)
-        dead = np.isneginf(m)
-        p = np.exp(s - np.where(dead, 0.0, m))
-        l = p.sum(axis=-1, keepdims=True)
-        out = np.where(l > 0, np.matmul(p, v) / np.where(l > 0, l, 1), 0.0)
-        with np.errstate(divide="ignore"):
-            lse = np.where(dead, -np.inf, m + np.log(np.where(l > 0, l, 1)))[..., 0]
-        return out, lse
+        """The shared float64 attention (python/tests/reference.py) with this
+        case's score_mod, mask and GQA; returns (out, lse)."""
+        def score_mod(s, i, j):
+            if self.score_mod == "bias":
+                return s + extra["bias"]
+            if self.score_mod == "boolmask":
+                return np.where(extra["keep"], s, -np.inf)
+            if self.score_mod == "softcap":
+                return self.softcap * np.tanh(s / self.softcap)
+            if self.score_mod == "alibi":
+                # slope(h) = 1 / (h + 2) of the head index, or of the row
+                # index when there are no batch dims (as module_text emits).
+                if self.nb:
+                    h = np.arange(self.batch[-1]).reshape(
+                        (1,) * (self.nb - 1) + (-1, 1, 1)).astype(np.float64)
+                else:
+                    h = i.astype(np.float64)
+                return s - np.abs(i - j) / (h + 2.0)
+            return s
+
+        # The op carries the scale as an f32 attribute.
+        return attention_ref(
+            q, k, v, scale=np.float64(np.float32(self.scale)),
+            causal=self.mask == "causal",
+            window=self.window if self.mask == "sliding_window" else None,
+            align="bottom_right" if self.bottom_right else "top_left",
+            score_mod=score_mod)
 
 
 def rel_err(x, ref):
