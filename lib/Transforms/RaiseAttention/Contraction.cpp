@@ -282,46 +282,88 @@ static Value broadcastSource(Operation *def, int64_t dim, bool &keepdim) {
   return {};
 }
 
+/// `collapse_shape(src, re)`, or the tensor an `expand_shape` with the same
+/// reassociation made `src` from: the pair cancels, and reusing the original
+/// keeps K/V a view of the caller's tensor.
+static Value collapseOrReuse(RewriterBase &rewriter, Location loc, Value src,
+                             ArrayRef<ReassociationIndices> re,
+                             SmallVectorImpl<Operation *> &created) {
+  if (auto exp = src.getDefiningOp<tensor::ExpandShapeOp>())
+    if (exp.getReassociationIndices() == re)
+      return exp.getSrc();
+  auto op = tensor::CollapseShapeOp::create(rewriter, loc, src, re);
+  created.push_back(op);
+  return op.getResult();
+}
+
+/// `x[.., h, ..] == base[.., h / G, ..]` along dim `dim`: returns base (same
+/// rank as x) and G. Looks through collapse_shape groups (the repeat must sit
+/// in the group's innermost dim, which is what makes the linear head index
+/// divide by G), transposes, and ends at a broadcast of dim `dim`.
+static std::optional<std::pair<Value, int64_t>>
+peelGroup(RewriterBase &rewriter, Location loc, Value x, int64_t dim,
+          SmallVectorImpl<Operation *> &created) {
+  auto type = cast<RankedTensorType>(x.getType());
+  Operation *def = x.getDefiningOp();
+  bool keepdim = false;
+  if (Value src = broadcastSource(def, dim, keepdim)) {
+    int64_t group = type.getDimSize(dim);
+    if (ShapedType::isDynamic(group))
+      return std::nullopt;
+    if (keepdim)
+      return std::make_pair(src, group);
+    // Give the source back its unit dim so base keeps x's rank; the unit
+    // dim joins the group of its left neighbour (or the right one at 0).
+    SmallVector<int64_t> shape(type.getShape());
+    shape[dim] = 1;
+    int64_t rank = type.getRank();
+    SmallVector<ReassociationIndices> re;
+    for (int64_t s = 0; s + 1 < rank; ++s) {
+      ReassociationIndices g{s < dim ? s : s + 1};
+      if (dim > 0 && s == dim - 1)
+        g.push_back(dim);
+      if (dim == 0 && s == 0)
+        g = {0, 1};
+      re.push_back(g);
+    }
+    if (llvm::any_of(shape, ShapedType::isDynamic))
+      return std::nullopt;
+    auto exp = tensor::ExpandShapeOp::create(
+        rewriter, loc, RankedTensorType::get(shape, type.getElementType()),
+        src, re);
+    created.push_back(exp);
+    return std::make_pair(exp.getResult(), group);
+  }
+  if (auto col = dyn_cast_or_null<tensor::CollapseShapeOp>(def)) {
+    SmallVector<ReassociationIndices> re = col.getReassociationIndices();
+    auto g = peelGroup(rewriter, loc, col.getSrc(), re[dim].back(), created);
+    if (!g)
+      return std::nullopt;
+    return std::make_pair(collapseOrReuse(rewriter, loc, g->first, re, created),
+                          g->second);
+  }
+  if (auto t = dyn_cast_or_null<linalg::TransposeOp>(def)) {
+    ArrayRef<int64_t> perm = t.getPermutation();
+    auto g = peelGroup(rewriter, loc, t.getInput(), perm[dim], created);
+    if (!g)
+      return std::nullopt;
+    auto srcType = cast<RankedTensorType>(g->first.getType());
+    SmallVector<int64_t> shape;
+    for (int64_t p : perm)
+      shape.push_back(srcType.getDimSize(p));
+    Value empty = tensor::EmptyOp::create(rewriter, loc, shape,
+                                          srcType.getElementType());
+    created.push_back(empty.getDefiningOp());
+    auto nt = linalg::TransposeOp::create(rewriter, loc, g->first, empty, perm);
+    created.push_back(nt);
+    return std::make_pair(nt->getResult(0), g->second);
+  }
+  return std::nullopt;
+}
+
 std::optional<std::pair<Value, int64_t>>
 raise::peelRepeatInterleave(RewriterBase &rewriter, Location loc, Value x,
-                            int64_t headDim) {
-  auto collapse = x.getDefiningOp<tensor::CollapseShapeOp>();
-  if (!collapse)
-    return std::nullopt;
-  SmallVector<ReassociationIndices> groups =
-      collapse.getReassociationIndices();
-  for (auto [k, g] : llvm::enumerate(groups))
-    if ((static_cast<int64_t>(k) == headDim) != (g.size() == 2) ||
-        g.size() > 2)
-      return std::nullopt;
-  // Source dims [a, a + 1] = [Hkv, G]: head h = hkv * G + g reads hkv =
-  // h / G only when the broadcast (repeated) dim is the inner one.
-  int64_t a = groups[headDim][0];
-  auto srcType = collapse.getSrcType();
-  int64_t group = srcType.getDimSize(a + 1);
-  if (ShapedType::isDynamic(group))
-    return std::nullopt;
-  bool keepdim = false;
-  Value base = broadcastSource(collapse.getSrc().getDefiningOp(), a + 1,
-                               keepdim);
-  if (!base)
-    return std::nullopt;
-  if (keepdim) {
-    // [.., Hkv, 1, ..]: drop the unit dim.
-    if (auto exp = base.getDefiningOp<tensor::ExpandShapeOp>();
-        exp && exp.getSrcType().getRank() == srcType.getRank() - 1 &&
-        exp.getReassociationIndices()[a] == ReassociationIndices{a, a + 1}) {
-      base = exp.getSrc();
-    } else {
-      SmallVector<ReassociationIndices> re;
-      for (int64_t d = 0; d < srcType.getRank(); ++d) {
-        if (d == a + 1)
-          continue;
-        re.push_back(d == a ? ReassociationIndices{a, a + 1}
-                            : ReassociationIndices{d});
-      }
-      base = tensor::CollapseShapeOp::create(rewriter, loc, base, re);
-    }
-  }
-  return std::make_pair(base, group);
+                            int64_t headDim,
+                            SmallVectorImpl<Operation *> &created) {
+  return peelGroup(rewriter, loc, x, headDim, created);
 }

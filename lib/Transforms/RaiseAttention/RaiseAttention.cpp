@@ -16,6 +16,7 @@
 #include "mlir/Conversion/TosaToTensor/TosaToTensor.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Tosa/IR/TosaOps.h"
+#include "mlir/IR/Iterators.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -352,11 +353,18 @@ bool Raiser::run(linalg::LinalgOp pv) {
     return fail();
   }
   if (nb > 0) {
-    auto kg = peelRepeatInterleave(rw, loc, kView.value, kView.perm[nb - 1]);
-    auto vg = peelRepeatInterleave(rw, loc, vView.value, vView.perm[nb - 1]);
+    SmallVector<Operation *> created;
+    auto kg = peelRepeatInterleave(rw, loc, kView.value, kView.perm[nb - 1],
+                                   created);
+    auto vg = peelRepeatInterleave(rw, loc, vView.value, vView.perm[nb - 1],
+                                   created);
     if (kg && vg && kg->second == vg->second) {
       kView.value = kg->first;
       vView.value = vg->first;
+    } else {
+      for (Operation *op : llvm::reverse(created))
+        if (op->use_empty())
+          rw.eraseOp(op);
     }
   }
   Value q = materializeOperand(rw, loc, qView);
@@ -464,6 +472,7 @@ struct FlashRaiseAttentionPass
 
   void runOnOperation() override {
     func::FuncOp func = getOperation();
+    bool normalizedTosa = false;
     if (normalizeTosa) {
       bool hasTosa = false;
       func.walk([&](Operation *op) {
@@ -474,6 +483,7 @@ struct FlashRaiseAttentionPass
         buildTosaNormalization(pm);
         if (failed(runPipeline(pm, func)))
           return signalPassFailure();
+        normalizedTosa = true;
       }
     }
     SmallVector<linalg::LinalgOp> candidates;
@@ -487,6 +497,17 @@ struct FlashRaiseAttentionPass
       if (raiser.erased.contains(pv.getOperation()))
         continue;
       raiser.run(pv);
+    }
+    // TOSA normalisation leaves dead reshapes and broadcasts behind (each
+    // tosa.reshape used once more than its folded form needs); a fused
+    // attention must not keep the repeated K/V alive through them.
+    if (normalizedTosa) {
+      SmallVector<Operation *> ops;
+      func.walk<WalkOrder::PostOrder, ReverseIterator>(
+          [&](Operation *op) { ops.push_back(op); });
+      for (Operation *op : ops)
+        if (op != func && isOpTriviallyDead(op))
+          rewriter.eraseOp(op);
     }
   }
 };

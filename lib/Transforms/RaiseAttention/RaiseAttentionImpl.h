@@ -135,12 +135,15 @@ Value materializeOperand(RewriterBase &rewriter, Location loc,
                          const OperandView &view);
 /// If `x` is a repeat-interleave of fewer heads along dim `headDim` (each
 /// source head repeated G times in a row: collapse of a broadcast over an
-/// inner unit dim), returns the source (same rank, fewer heads) and G. A
-/// tile-order repeat (h reads h mod Hkv) is not grouped-query attention and
-/// gives nullopt, so the caller keeps it materialised.
+/// inner dim, possibly under further collapses and transposes, as TOSA's
+/// reshape / add-zeros / reshape spelling gives), returns the source (same
+/// rank, fewer heads) and G. A tile-order repeat (h reads h mod Hkv) is not
+/// grouped-query attention and gives nullopt, so the caller keeps it
+/// materialised. Ops built on the way are appended to `created`, so a caller
+/// that drops the result can erase them.
 std::optional<std::pair<Value, int64_t>>
 peelRepeatInterleave(RewriterBase &rewriter, Location loc, Value x,
-                     int64_t headDim);
+                     int64_t headDim, SmallVectorImpl<Operation *> &created);
 
 //===- Softmax (Softmax.cpp) ----------------------------------------------===//
 struct SoftmaxMatch {
