@@ -33,6 +33,8 @@ tools = [
     ToolSubst("llc", unresolved="ignore"),
 ]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
+# `not` (and the other LLVM test utilities) by name on RUN lines.
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
 # Features for the GPU parts: code generation needs only the toolkit; running
 # needs a device, which CI machines do not have.

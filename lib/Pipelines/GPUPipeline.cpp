@@ -23,6 +23,7 @@ void flash::buildFlashGPUPipeline(OpPassManager &pm,
   pm.addNestedPass<func::FuncOp>(createFlashAttentionIntoDestinationPass());
   ConvertFlashToGPUPassOptions conv;
   conv.chip = options.chip;
+  conv.kernel = options.kernel;
   conv.blockM = options.blockM;
   conv.blockN = options.blockN;
   conv.warpgroups = options.warpgroups;

@@ -122,6 +122,17 @@ def _run_cases():
                   {"window": 128, "align": "bottom_right", "return_lse": True}))
     cases.append(("dynamic", (1, 4, 100, 128), (1, 2, 130, 128), (1, 2, 130, 128), "bfloat16",
                   {"causal": True, "align": "bottom_right", "dynamic": True}))
+    # The portable kernel: what the wgmma kernel does not take (kernel=auto),
+    # forced on a shape it does take, and PTX for an Ampere chip (JIT-compiled
+    # by the driver for the device at hand).
+    cases.append(("portable-d96-gqa-lse", (2, 8, 300, 96), (2, 2, 333, 96), (2, 2, 333, 96),
+                  "bfloat16", {"causal": True, "align": "bottom_right", "return_lse": True}))
+    cases.append(("portable-f32-dv24-window", (1, 3, 200, 40), (1, 3, 150, 40),
+                  (1, 3, 150, 24), "float32", {"window": 50}))
+    cases.append(("portable-forced-f16", (2, 4, 257, 64), (2, 4, 257, 64), (2, 4, 257, 64),
+                  "float16", {"causal": True, "kernel": "portable"}))
+    cases.append(("portable-sm80-ptx", (1, 4, 128, 64), (1, 4, 190, 64), (1, 4, 190, 64),
+                  "bfloat16", {"chip": "sm_80", "features": "+ptx70", "format": "isa"}))
     return cases
 
 
@@ -213,6 +224,30 @@ def test_sliding_window_bottom_right_with_lse():
     assert lse.dtype == torch.float32 and tuple(lse.shape) == qs[:-1]
     # f32 accumulation of the same rounded inputs: far inside bf16's error.
     assert abs(lse.double().cpu().numpy() - ref_lse).max() <= 1e-3
+
+
+_MASK_KEYS = ("causal", "window", "align")
+
+
+@pytest.mark.parametrize("name", [n for n in CASES if n.startswith("portable")])
+def test_portable_kernel(name):
+    torch = _cuda()
+    qs, ks, vs, dtype, kw = CASES[name]
+    q, k, v = _inputs(torch, qs, ks, vs, dtype)
+    out = torch.full(qs[:-1] + vs[-1:], float("nan"), dtype=q.dtype, device="cuda")
+    res = flash_mlir.attention(q, k, v, out=out, **kw)
+    torch.cuda.synchronize()
+    lse = res[1] if kw.get("return_lse") else None
+    assert not torch.isnan(out).any()
+    mask_kw = {key: kw[key] for key in _MASK_KEYS if key in kw}
+    err, err_sdpa, ref_lse = _errors(torch, out, q, k, v, **mask_kw)
+    if dtype == "float32":
+        # Same inputs, f32 throughout: only summation order and ex2.approx differ.
+        assert err <= 2e-5, (err, err_sdpa)
+    else:
+        assert err <= 2 * err_sdpa + 1e-3, (err, err_sdpa)
+    if lse is not None:
+        assert abs(lse.double().cpu().numpy() - ref_lse).max() <= 1e-3
 
 
 def test_dynamic_lengths_share_one_kernel():

@@ -71,17 +71,6 @@ func.func @bias_lse(%q: memref<3x?x128xf16>, %k: memref<3x?x128xf16>, %v: memref
 
 // -----
 
-func.func @f32_unsupported(%q: memref<4x64xf32>, %o: memref<4x64xf32>) {
-  %qt = bufferization.to_tensor %q restrict : memref<4x64xf32> to tensor<4x64xf32>
-  %ot = bufferization.to_tensor %o restrict writable : memref<4x64xf32> to tensor<4x64xf32>
-  // expected-error @+1 {{convert-flash-to-gpu: element type 'f32' is not supported (bf16 or f16)}}
-  %r = flash.attention ins(%qt, %qt, %qt : tensor<4x64xf32>, tensor<4x64xf32>, tensor<4x64xf32>)
-         outs(%ot : tensor<4x64xf32>) scale(0.125) -> tensor<4x64xf32>
-  return
-}
-
-// -----
-
 func.func @not_dps(%q: tensor<4x64xbf16>, %o: memref<4x64xbf16>) {
   %ot = bufferization.to_tensor %o restrict writable : memref<4x64xbf16> to tensor<4x64xbf16>
   // expected-error @+1 {{convert-flash-to-gpu: query must be a bufferization.to_tensor of a device memref}}
@@ -90,13 +79,3 @@ func.func @not_dps(%q: tensor<4x64xbf16>, %o: memref<4x64xbf16>) {
   return
 }
 
-// -----
-
-func.func @head_dim(%q: memref<4x32xbf16>, %o: memref<4x32xbf16>) {
-  %qt = bufferization.to_tensor %q restrict : memref<4x32xbf16> to tensor<4x32xbf16>
-  %ot = bufferization.to_tensor %o restrict writable : memref<4x32xbf16> to tensor<4x32xbf16>
-  // expected-error @+1 {{convert-flash-to-gpu: head dims must be 64 or 128, got D = 32, Dv = 32}}
-  %r = flash.attention ins(%qt, %qt, %qt : tensor<4x32xbf16>, tensor<4x32xbf16>, tensor<4x32xbf16>)
-         outs(%ot : tensor<4x32xbf16>) scale(0.125) -> tensor<4x32xbf16>
-  return
-}

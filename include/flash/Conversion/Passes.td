@@ -38,13 +38,23 @@ def ConvertFlashToGPUPass : Pass<"convert-flash-to-gpu", "::mlir::ModuleOp"> {
       return
     }
     ```
+    Ops the wgmma kernel does not take (other chips, head dims other than
+    64/128, f32 or mixed element types) get the portable kernel with
+    `kernel=auto` (the default): one thread per query row, K/V tiles staged
+    in shared memory, the same online softmax in f32 on the CUDA cores.
+
     After: `nvgpu.tma.create.descriptor` for Q, K, V and
     `gpu.launch_func async [%stream] @flash_attention_0::@kernel` in
     `@attn(..., %stream: !llvm.ptr)`.
   }];
   let options = [
     Option<"chip", "chip", "std::string", /*default=*/"\"sm_90a\"",
-           "Target chip (only sm_90a is implemented)">,
+           "Target chip (sm_XY); the wgmma kernel needs sm_90a">,
+    Option<"kernel", "kernel", "std::string", /*default=*/"\"auto\"",
+           "Which kernel: wgmma (sm_90a tensor cores; an error where it "
+           "does not apply), portable (any chip, head dim and float type; "
+           "no tensor cores), or auto (wgmma where it applies, else "
+           "portable)">,
     Option<"blockM", "block-m", "int64_t", /*default=*/"0",
            "Query rows per CTA (64 per consumer warpgroup); 0: 64 when "
            "D, Dv <= 64 (two CTAs per SM), else 128">,

@@ -51,6 +51,10 @@ struct FlashGPUPipelineOptions
                      llvm::cl::init(true)};
   Option<std::string> chip{*this, "chip", llvm::cl::desc("Target chip"),
                            llvm::cl::init("sm_90a")};
+  Option<std::string> kernel{
+      *this, "kernel",
+      llvm::cl::desc("wgmma, portable, or auto (wgmma where it applies)"),
+      llvm::cl::init("auto")};
   Option<std::string> features{*this, "features",
                                llvm::cl::desc("PTX features (ISA version)"),
                                llvm::cl::init("+ptx80")};

@@ -4,6 +4,7 @@
 #include "FlashToGPU.h"
 #include "flash/Dialect/Flash/IR/FlashOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/StringExtras.h"
 
 namespace mlir::flash {
 #define GEN_PASS_DEF_CONVERTFLASHTOGPUPASS
@@ -31,9 +32,28 @@ struct ConvertFlashToGPUPass
     cfg.producerRegs = producerRegs;
     cfg.consumerRegs = consumerRegs;
     cfg.ctasPerSM = ctasPerSM;
-    if (chip != "sm_90a") {
+    if (kernel != "auto" && kernel != "wgmma" && kernel != "portable") {
+      module.emitError("convert-flash-to-gpu: kernel must be auto, wgmma or "
+                       "portable, got '")
+          << kernel << "'";
+      return signalPassFailure();
+    }
+    // sm_XY[a]: the portable kernel needs nothing newer than sm_70.
+    unsigned smVersion = 0;
+    StringRef chipRef(chip);
+    if (!chipRef.consume_front("sm_") ||
+        chipRef.take_while(llvm::isDigit).getAsInteger(10, smVersion) ||
+        smVersion < 70) {
       module.emitError("convert-flash-to-gpu: chip '")
-          << chip << "' is not supported yet (sm_90a only)";
+          << chip << "' is not an NVIDIA chip this lowering knows (sm_70 or "
+                     "newer, e.g. sm_80, sm_90a)";
+      return signalPassFailure();
+    }
+    bool hopper = chip == "sm_90a";
+    if (kernel == "wgmma" && !hopper) {
+      module.emitError("convert-flash-to-gpu: the wgmma kernel needs chip "
+                       "sm_90a, got '")
+          << chip << "'";
       return signalPassFailure();
     }
     if (cfg.blockM < 0 || cfg.consumerWarpgroups < 0 || cfg.ctasPerSM < 0 ||
@@ -72,7 +92,13 @@ struct ConvertFlashToGPUPass
           return signalPassFailure();
         stream = func.getArgument(n);
       }
-      if (failed(lowerToLaunch(op, cfg, stream, index++)))
+      FailureOr<OperandBuffers> bufs = operandBuffers(op);
+      if (failed(bufs))
+        return signalPassFailure();
+      bool wgmma = kernel == "wgmma" ||
+                   (kernel == "auto" && hopper && wgmmaKernelSupports(op));
+      if (failed(wgmma ? lowerToLaunch(op, *bufs, cfg, stream, index++)
+                       : lowerToPortableLaunch(op, *bufs, stream, index++)))
         return signalPassFailure();
     }
 

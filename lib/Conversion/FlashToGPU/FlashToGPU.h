@@ -151,9 +151,65 @@ gpu::GPUFuncOp buildAttentionKernel(OpBuilder &b, Location loc,
 
 //===-- HostLaunch.cpp ---------------------------------------------------===//
 
-/// Replaces `op` by the kernel's launch on `stream` (an !llvm.ptr value).
-LogicalResult lowerToLaunch(AttentionOp op, const KernelConfig &cfg,
-                            Value stream, int64_t kernelIndex);
+/// The memrefs behind a flash.attention's tensor operands (the function is
+/// in destination-passing style on memrefs).
+struct OperandBuffers {
+  Value q, k, v, out, lse; // lse null without an LSE result
+  SmallVector<Value> captures;
+};
+/// Reads them off the op, or emits why it cannot be lowered.
+FailureOr<OperandBuffers> operandBuffers(AttentionOp op);
+
+/// Replaces `op` by the sm_90a kernel's launch on `stream` (an !llvm.ptr).
+LogicalResult lowerToLaunch(AttentionOp op, const OperandBuffers &bufs,
+                            const KernelConfig &cfg, Value stream,
+                            int64_t kernelIndex);
+/// A new gpu.module for the op's kernel at the end of its module (`mb` is
+/// left inside it).
+gpu::GPUModuleOp newKernelModule(OpBuilder &mb, AttentionOp op,
+                                 int64_t kernelIndex);
+/// gpu.launch_func of `kernel` on a (gridX, gridY) grid, asynchronous on the
+/// caller's `stream` (an !llvm.ptr).
+void launchOnStream(ImplicitLocOpBuilder &b, gpu::GPUFuncOp kernel,
+                    Value gridX, Value gridY, int64_t threads,
+                    int64_t dynamicSmemBytes, ArrayRef<Value> args,
+                    Value stream);
+/// The op's results become tensor views of the buffers it wrote.
+void replaceWithDestinations(AttentionOp op, const OperandBuffers &bufs);
+
+//===-- KernelIndexing.cpp: what both kernels compute the same way -------===//
+
+struct HeadIndices {
+  Value kvbh;                  // K/V batch·head of this query batch·head
+  SmallVector<Value> batchIdx; // bh delinearised over the query batch dims
+};
+/// `bh` indexes the query's collapsed batch dims (sizes `batchSizes`, the
+/// last one heads); K/V have `hkv` heads (grouped-query attention).
+HeadIndices headIndices(ImplicitLocOpBuilder &b, Value bh,
+                        ArrayRef<Value> batchSizes, Value hkv,
+                        bool withBatchIndices);
+/// [begin, end) in units of `tileRows` keys: the tiles that query rows
+/// [q0, q0 + blockRows) can see under `mask` (null or none: all of them).
+std::pair<Value, Value> visibleTileRange(ImplicitLocOpBuilder &b, MaskAttr mask,
+                                         Value q0, int64_t blockRows, Value lq,
+                                         Value lk, int64_t tileRows);
+/// The score_mod region applied to one score, with its indices; captures
+/// are the memrefs of the op's captures.
+Value inlineScoreMod(ImplicitLocOpBuilder &b, Region &scoreMod, Value score,
+                     ArrayRef<Value> batchIdx, Value row, Value col,
+                     ArrayRef<Value> captures);
+/// [b..., rest...] -> [prod(b), rest...] ([1, rest...] without batch dims).
+Value collapseBatchDims(ImplicitLocOpBuilder &b, Value m, int64_t nb);
+
+//===-- PortableKernel.cpp -------------------------------------------------===//
+
+/// Whether the sm_90a wgmma kernel takes this op (element type, head dims).
+bool wgmmaKernelSupports(AttentionOp op, std::string *why = nullptr);
+/// Replaces `op` (whose operands are views of the memrefs given) by a launch
+/// of the portable kernel on `stream`: any chip, any static head dims, f32,
+/// f16 or bf16, scalar f32 arithmetic without tensor cores.
+LogicalResult lowerToPortableLaunch(AttentionOp op, const OperandBuffers &bufs,
+                                    Value stream, int64_t kernelIndex);
 
 } // namespace mlir::flash::gpu_lowering
 

@@ -27,27 +27,6 @@ static Value bufferOf(Value tensor) {
   return Value();
 }
 
-/// [b..., L, D] -> [prod(b), L, D] (or [1, L, D] without batch dims).
-static Value as3D(ImplicitLocOpBuilder &b, Value m, int64_t nb) {
-  auto t = cast<MemRefType>(m.getType());
-  if (nb == 1)
-    return m;
-  if (nb == 0) {
-    SmallVector<OpFoldResult> shape = {b.getIndexAttr(1),
-                                       memref::getMixedSize(b, b.getLoc(), m, 0),
-                                       b.getIndexAttr(t.getDimSize(1))};
-    SmallVector<int64_t> st = {1, t.getDimSize(0), t.getDimSize(1)};
-    return memref::ExpandShapeOp::create(
-        b, MemRefType::get(st, t.getElementType()), m,
-        ArrayRef<ReassociationIndices>{{0, 1}, {2}}, shape);
-  }
-  ReassociationIndices outer;
-  for (int64_t d = 0; d < nb; ++d)
-    outer.push_back(d);
-  return memref::CollapseShapeOp::create(
-      b, m, ArrayRef<ReassociationIndices>{outer, {nb}, {nb + 1}});
-}
-
 /// A TMA descriptor (device pointer) for boxes of `rows` x 64 elements.
 static Value makeTma(ImplicitLocOpBuilder &b, Value m3, int64_t rows) {
   MLIRContext *ctx = b.getContext();
@@ -101,29 +80,34 @@ static KernelConfig resolveConfig(KernelConfig cfg, int64_t d, int64_t dv) {
   return cfg;
 }
 
-LogicalResult gpu_lowering::lowerToLaunch(AttentionOp op,
-                                          const KernelConfig &cfgIn,
-                                          Value stream, int64_t kernelIndex) {
-  MLIRContext *ctx = op.getContext();
-  Location loc = op.getLoc();
+bool gpu_lowering::wgmmaKernelSupports(AttentionOp op, std::string *why) {
+  auto fail = [&](const Twine &msg) {
+    if (why)
+      *why = msg.str();
+    return false;
+  };
   int64_t nb = op.getNumBatchDims();
   Type elem = op.getQueryType().getElementType();
-  if (!elem.isBF16() && !elem.isF16())
-    return op.emitOpError("convert-flash-to-gpu: element type ")
-           << elem << " is not supported (bf16 or f16)";
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  if (!elem.isBF16() && !elem.isF16()) {
+    os << "element type '" << elem << "' is not supported (bf16 or f16)";
+    return fail(s);
+  }
   if (op.getKeyType().getElementType() != elem ||
       op.getValueType().getElementType() != elem ||
       op.getOutputType().getElementType() != elem)
-    return op.emitOpError(
-        "convert-flash-to-gpu: query, key, value and output must share one "
-        "element type");
+    return fail("query, key, value and output must share one element type");
   int64_t d = op.getQueryType().getDimSize(nb + 1);
   int64_t dv = op.getValueType().getDimSize(nb + 1);
-  if (!isSupportedHeadDim(d) || !isSupportedHeadDim(dv))
-    return op.emitOpError("convert-flash-to-gpu: head dims must be 64 or 128, "
-                          "got D = ")
-           << d << ", Dv = " << dv;
+  if (!isSupportedHeadDim(d) || !isSupportedHeadDim(dv)) {
+    os << "head dims must be 64 or 128, got D = " << d << ", Dv = " << dv;
+    return fail(s);
+  }
+  return true;
+}
 
+FailureOr<OperandBuffers> gpu_lowering::operandBuffers(AttentionOp op) {
   // Destination-passing style: every tensor is a view of a device buffer.
   auto need = [&](Value t, StringRef what) -> FailureOr<Value> {
     Value m = bufferOf(t);
@@ -137,38 +121,103 @@ LogicalResult gpu_lowering::lowerToLaunch(AttentionOp op,
              << what << " must have the identity (row-major) layout";
     return m;
   };
-  FailureOr<Value> q = need(op.getQuery(), "query");
-  if (failed(q))
-    return failure();
-  FailureOr<Value> k = need(op.getKey(), "key");
-  if (failed(k))
-    return failure();
-  FailureOr<Value> v = need(op.getValue(), "value");
-  if (failed(v))
-    return failure();
-  FailureOr<Value> o = need(op.getOutputInit(), "output init");
-  if (failed(o))
-    return failure();
-  FailureOr<Value> lse = Value();
-  if (op.hasLse() && failed(lse = need(op.getLseInit(), "lse init")))
-    return failure();
-  SmallVector<Value> captures;
+  OperandBuffers bufs;
+  std::tuple<Value, StringRef, Value *> operands[] = {
+      {op.getQuery(), "query", &bufs.q},
+      {op.getKey(), "key", &bufs.k},
+      {op.getValue(), "value", &bufs.v},
+      {op.getOutputInit(), "output init", &bufs.out}};
+  for (auto [t, what, dst] : operands) {
+    FailureOr<Value> m = need(t, what);
+    if (failed(m))
+      return failure();
+    *dst = *m;
+  }
+  if (op.hasLse()) {
+    FailureOr<Value> m = need(op.getLseInit(), "lse init");
+    if (failed(m))
+      return failure();
+    bufs.lse = *m;
+  }
   for (Value c : op.getCaptures()) {
     FailureOr<Value> m = need(c, "capture");
     if (failed(m))
       return failure();
-    captures.push_back(*m);
+    bufs.captures.push_back(*m);
   }
   if (op.hasScoreMod()) {
     // Captures may only be read element-wise, at the top of the region.
     Block &body = op.getScoreMod().front();
-    for (BlockArgument arg : body.getArguments().drop_front(3 + nb))
+    for (BlockArgument arg :
+         body.getArguments().drop_front(3 + op.getNumBatchDims()))
       for (Operation *user : arg.getUsers())
         if (!isa<tensor::ExtractOp>(user) || user->getBlock() != &body)
           return user->emitOpError(
               "convert-flash-to-gpu: a score_mod capture may only be read "
               "with tensor.extract at the top level of the region");
   }
+  return bufs;
+}
+
+void gpu_lowering::replaceWithDestinations(AttentionOp op,
+                                           const OperandBuffers &bufs) {
+  OpBuilder b(op);
+  SmallVector<Value> results = {bufferization::ToTensorOp::create(
+      b, op.getLoc(), op.getOutputType(), bufs.out, /*restrict=*/true,
+      /*writable=*/true)};
+  if (op.hasLse())
+    results.push_back(bufferization::ToTensorOp::create(
+        b, op.getLoc(), cast<RankedTensorType>(op.getLseInit().getType()),
+        bufs.lse, /*restrict=*/true, /*writable=*/true));
+  op->replaceAllUsesWith(results);
+  op->erase();
+}
+
+gpu::GPUModuleOp gpu_lowering::newKernelModule(OpBuilder &mb, AttentionOp op,
+                                               int64_t kernelIndex) {
+  auto module = op->getParentOfType<ModuleOp>();
+  module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
+                  UnitAttr::get(op.getContext()));
+  mb.setInsertionPointToEnd(module.getBody());
+  return gpu::GPUModuleOp::create(
+      mb, op.getLoc(), "flash_attention_" + std::to_string(kernelIndex));
+}
+
+void gpu_lowering::launchOnStream(ImplicitLocOpBuilder &b,
+                                  gpu::GPUFuncOp kernel, Value gridX,
+                                  Value gridY, int64_t threads,
+                                  int64_t dynamicSmemBytes,
+                                  ArrayRef<Value> args, Value stream) {
+  MLIRContext *ctx = b.getContext();
+  Value one = constIdx(b, 1);
+  // The caller's stream stands in for an async token, so the launch is
+  // ordered on it (the runtime's mgpuLaunchKernel takes it as the stream).
+  Value token = UnrealizedConversionCastOp::create(
+                    b, TypeRange{gpu::AsyncTokenType::get(ctx)},
+                    ValueRange{stream})
+                    .getResult(0);
+  gpu::LaunchFuncOp::create(
+      b, kernel, gpu::KernelDim3{gridX, gridY, one},
+      gpu::KernelDim3{constIdx(b, threads), one, one},
+      constI32(b, dynamicSmemBytes), args, gpu::AsyncTokenType::get(ctx),
+      ValueRange{token});
+}
+
+LogicalResult gpu_lowering::lowerToLaunch(AttentionOp op,
+                                          const OperandBuffers &bufs,
+                                          const KernelConfig &cfgIn,
+                                          Value stream, int64_t kernelIndex) {
+  MLIRContext *ctx = op.getContext();
+  Location loc = op.getLoc();
+  int64_t nb = op.getNumBatchDims();
+  Type elem = op.getQueryType().getElementType();
+  std::string why;
+  if (!wgmmaKernelSupports(op, &why))
+    return op.emitOpError("convert-flash-to-gpu: ") << why;
+  int64_t d = op.getQueryType().getDimSize(nb + 1);
+  int64_t dv = op.getValueType().getDimSize(nb + 1);
+  Value q = bufs.q, k = bufs.k, v = bufs.v, o = bufs.out, lse = bufs.lse;
+  ArrayRef<Value> captures = bufs.captures;
 
   KernelConfig cfg = resolveConfig(cfgIn, d, dv);
   KernelSpec spec;
@@ -184,32 +233,28 @@ LogicalResult gpu_lowering::lowerToLaunch(AttentionOp op,
   for (Value c : captures)
     spec.captureTypes.push_back(cast<MemRefType>(c.getType()));
 
-  auto module = op->getParentOfType<ModuleOp>();
-  module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
-                  UnitAttr::get(ctx));
   OpBuilder mb(ctx);
-  mb.setInsertionPointToEnd(module.getBody());
-  auto gmod = gpu::GPUModuleOp::create(
-      mb, loc, "flash_attention_" + std::to_string(kernelIndex));
+  gpu::GPUModuleOp gmod = newKernelModule(mb, op, kernelIndex);
   gpu::GPUFuncOp kernel = buildAttentionKernel(mb, loc, gmod, cfg, spec);
 
   // Host side.
   OpBuilder ob(op);
   ImplicitLocOpBuilder b(loc, ob);
-  Value q3 = as3D(b, *q, nb), k3 = as3D(b, *k, nb), v3 = as3D(b, *v, nb);
+  Value q3 = collapseBatchDims(b, q, nb), k3 = collapseBatchDims(b, k, nb),
+        v3 = collapseBatchDims(b, v, nb);
   SmallVector<Value> args = {makeTma(b, q3, cfg.blockM),
                              makeTma(b, k3, cfg.blockN),
-                             makeTma(b, v3, cfg.blockN), dataPointer(b, *o)};
+                             makeTma(b, v3, cfg.blockN), dataPointer(b, o)};
   if (op.hasLse())
-    args.push_back(dataPointer(b, *lse));
-  Value lq = memref::DimOp::create(b, *q, nb);
-  Value lk = memref::DimOp::create(b, *k, nb);
-  Value hkv = nb > 0 ? memref::DimOp::create(b, *k, nb - 1).getResult()
+    args.push_back(dataPointer(b, lse));
+  Value lq = memref::DimOp::create(b, q, nb);
+  Value lk = memref::DimOp::create(b, k, nb);
+  Value hkv = nb > 0 ? memref::DimOp::create(b, k, nb - 1).getResult()
                      : constIdx(b, 1);
   args.append({lq, lk, hkv});
   Value bhCount = constIdx(b, 1);
   for (int64_t i = 0; i < nb; ++i) {
-    Value s = memref::DimOp::create(b, *q, i);
+    Value s = memref::DimOp::create(b, q, i);
     args.push_back(s);
     bhCount = arith::MulIOp::create(b, bhCount, s);
   }
@@ -227,26 +272,11 @@ LogicalResult gpu_lowering::lowerToLaunch(AttentionOp op,
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(ifLaunch.thenBlock());
     Value gx = arith::CeilDivSIOp::create(b, lq, constIdx(b, cfg.blockM));
-    Value one = constIdx(b, 1);
     SmemLayout layout(cfg, spec);
-    Value smem = constI32(b, layout.total);
-    Value token = UnrealizedConversionCastOp::create(
-                      b, TypeRange{gpu::AsyncTokenType::get(ctx)},
-                      ValueRange{stream})
-                      .getResult(0);
-    gpu::LaunchFuncOp::create(
-        b, kernel, gpu::KernelDim3{gx, bhCount, one},
-        gpu::KernelDim3{constIdx(b, cfg.threads()), one, one}, smem, args,
-        gpu::AsyncTokenType::get(ctx), ValueRange{token});
+    launchOnStream(b, kernel, gx, bhCount, cfg.threads(), layout.total, args,
+                   stream);
   }
 
-  SmallVector<Value> results = {bufferization::ToTensorOp::create(
-      b, op.getOutputType(), *o, /*restrict=*/true, /*writable=*/true)};
-  if (op.hasLse())
-    results.push_back(bufferization::ToTensorOp::create(
-        b, cast<RankedTensorType>(op.getLseInit().getType()), *lse,
-        /*restrict=*/true, /*writable=*/true));
-  op->replaceAllUsesWith(results);
-  op->erase();
+  replaceWithDestinations(op, bufs);
   return success();
 }

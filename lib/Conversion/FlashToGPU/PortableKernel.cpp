@@ -1,0 +1,435 @@
+//===- PortableKernel.cpp - flash.attention on any NVIDIA GPU -------------===//
+//
+// The kernel for everything the sm_90a wgmma kernel does not take: other
+// chips (sm_80 and up, through PTX), head dims other than 64/128, f32 inputs,
+// mixed element types. Plain f32 arithmetic, no tensor cores, but the same
+// algorithm and memory behaviour: one block per (batch·head, 128 query rows),
+// one thread per query row; K/V tiles staged in shared memory by the whole
+// block; per tile the thread's scores go to a private array, then a single
+// online-softmax step (running max, running sum, rescaled accumulator), so O
+// is rescaled once per tile rather than once per key. Nothing of size Lk is
+// ever stored.
+//
+//===----------------------------------------------------------------------===//
+#include "FlashToGPU.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
+#include <cmath>
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::flash;
+using namespace mlir::flash::gpu_lowering;
+
+namespace {
+constexpr int64_t kRowsPerBlock = 128;
+// K and V tiles (f32) must fit the 48 KiB of static shared memory every
+// chip has; 32 KiB leaves room for two blocks per SM on small chips.
+constexpr int64_t kTileBudgetBytes = 32 * 1024;
+
+struct PortableSpec {
+  int64_t d, dv, tileRows, numBatchDims;
+  Type qElem, kElem, vElem, oElem;
+  MaskAttr mask;
+  bool hasLse;
+  double scale;
+  Region *scoreMod;
+  SmallVector<Type> captureTypes;
+};
+} // namespace
+
+/// Keys per shared-memory tile: the largest power of two up to 64 whose K
+/// and V tiles fit the budget; 0 when even one key does not.
+static int64_t tileRowsFor(int64_t d, int64_t dv) {
+  int64_t t = 64;
+  while (t > 0 && t * (d + dv) * 4 > kTileBudgetBytes)
+    t /= 2;
+  return t;
+}
+
+static Value toF32(ImplicitLocOpBuilder &b, Value x) {
+  if (x.getType().isF32())
+    return x;
+  if (x.getType().getIntOrFloatBitWidth() < 32)
+    return arith::ExtFOp::create(b, b.getF32Type(), x);
+  return arith::TruncFOp::create(b, b.getF32Type(), x);
+}
+
+static Value fromF32(ImplicitLocOpBuilder &b, Value x, Type t) {
+  if (t.isF32())
+    return x;
+  if (t.getIntOrFloatBitWidth() < 32)
+    return arith::TruncFOp::create(b, t, x);
+  return arith::ExtFOp::create(b, t, x);
+}
+
+// The softmax runs in the log2 domain on the special-function unit's ex2 and
+// lg2, like the wgmma kernel: no libdevice, so the PTX is complete without
+// CUDA_HOME; ex2.approx.ftz(-inf) = +0 is what masked scores need.
+static Value exp2Approx(ImplicitLocOpBuilder &b, Value x) {
+  return LLVM::CallIntrinsicOp::create(
+             b, b.getF32Type(),
+             b.getStringAttr("llvm.nvvm.ex2.approx.ftz.f32"), ValueRange{x})
+      .getResult(0);
+}
+static Value log2Approx(ImplicitLocOpBuilder &b, Value x) {
+  return LLVM::CallIntrinsicOp::create(
+             b, b.getF32Type(), b.getStringAttr("llvm.nvvm.lg2.approx.f"),
+             ValueRange{x})
+      .getResult(0);
+}
+
+/// x·y + z as a contractible multiply-add (NVPTX fuses it into fma.rn.f32;
+/// math.fma would become a libdevice call).
+static Value fma(ImplicitLocOpBuilder &b, Value x, Value y, Value z) {
+  auto contract = arith::FastMathFlagsAttr::get(b.getContext(),
+                                                arith::FastMathFlags::contract);
+  return arith::AddFOp::create(b, arith::MulFOp::create(b, x, y, contract), z,
+                               contract);
+}
+
+/// for (iv = lb; iv < ub; iv += step) with loop-carried values; `body`
+/// returns the values to carry on.
+static scf::ForOp
+forLoop(ImplicitLocOpBuilder &b, Value lb, Value ub, Value step,
+        ValueRange init,
+        function_ref<SmallVector<Value>(ImplicitLocOpBuilder &, Value,
+                                        ValueRange)>
+            body) {
+  auto loop = scf::ForOp::create(
+      b, lb, ub, step, init,
+      [&](OpBuilder &nb, Location loc, Value iv, ValueRange args) {
+        ImplicitLocOpBuilder ib(loc, nb);
+        scf::YieldOp::create(ib, body(ib, iv, args));
+      });
+  return loop;
+}
+
+static gpu::GPUFuncOp buildPortableKernel(OpBuilder &ob, Location loc,
+                                          gpu::GPUModuleOp module,
+                                          const PortableSpec &spec,
+                                          ArrayRef<Type> argTypes) {
+  MLIRContext *ctx = ob.getContext();
+  ImplicitLocOpBuilder b(loc, ob);
+  b.setInsertionPointToEnd(module.getBody());
+  Type f32 = b.getF32Type();
+  auto wg = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
+  auto priv = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Private);
+  int64_t T = spec.tileRows, D = spec.d, Dv = spec.dv;
+  SmallVector<Type> workgroup = {
+      MemRefType::get({T, D}, f32, MemRefLayoutAttrInterface(), wg),
+      MemRefType::get({T, Dv}, f32, MemRefLayoutAttrInterface(), wg)};
+  SmallVector<Type> privates = {
+      MemRefType::get({D}, f32, MemRefLayoutAttrInterface(), priv),
+      MemRefType::get({Dv}, f32, MemRefLayoutAttrInterface(), priv),
+      MemRefType::get({T}, f32, MemRefLayoutAttrInterface(), priv)};
+  auto fn = gpu::GPUFuncOp::create(b, "kernel",
+                                   FunctionType::get(ctx, argTypes, {}),
+                                   workgroup, privates);
+  fn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
+  fn->setAttr("nvvm.maxntid", b.getDenseI32ArrayAttr(
+                                  {static_cast<int32_t>(kRowsPerBlock), 1, 1}));
+
+  Block &entry = fn.getBody().front();
+  b.setInsertionPointToStart(&entry);
+  Value kTile = fn.getWorkgroupAttributions()[0];
+  Value vTile = fn.getWorkgroupAttributions()[1];
+  Value qRow = fn.getPrivateAttributions()[0];
+  Value acc = fn.getPrivateAttributions()[1];
+  Value scores = fn.getPrivateAttributions()[2];
+
+  unsigned a = 0;
+  Value q = entry.getArgument(a++), k = entry.getArgument(a++),
+        v = entry.getArgument(a++), o = entry.getArgument(a++);
+  Value lse = spec.hasLse ? entry.getArgument(a++) : Value();
+  Value hkv = entry.getArgument(a++);
+  SmallVector<Value> batchSizes, captures;
+  for (int64_t i = 0; i < spec.numBatchDims; ++i)
+    batchSizes.push_back(entry.getArgument(a++));
+  for (size_t i = 0; i < spec.captureTypes.size(); ++i)
+    captures.push_back(entry.getArgument(a++));
+
+  Value zero = constIdx(b, 0), one = constIdx(b, 1);
+  Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
+  Value bh = gpu::BlockIdOp::create(b, gpu::Dimension::y);
+  Value q0 = arith::MulIOp::create(
+      b, gpu::BlockIdOp::create(b, gpu::Dimension::x),
+      constIdx(b, kRowsPerBlock));
+  Value row = arith::AddIOp::create(b, q0, tid);
+  Value lq = memref::DimOp::create(b, q, 1);
+  Value lk = memref::DimOp::create(b, k, 1);
+  HeadIndices heads = headIndices(b, bh, batchSizes, hkv,
+                                  /*withBatchIndices=*/spec.scoreMod);
+  Value rowValid =
+      arith::CmpIOp::create(b, arith::CmpIPredicate::slt, row, lq);
+  // Threads past the last row still help stage tiles; they read a valid row.
+  Value rowC = arith::MinSIOp::create(
+      b, row, arith::SubIOp::create(b, lq, one));
+
+  // The thread's query row, scaled, in f32; the accumulator at zero.
+  Value scale = constF32(b, spec.scale);
+  forLoop(b, zero, constIdx(b, D), one, {},
+          [&](ImplicitLocOpBuilder &ib, Value c, ValueRange) {
+            Value x = toF32(ib, memref::LoadOp::create(
+                                    ib, q, ValueRange{bh, rowC, c}));
+            memref::StoreOp::create(ib, arith::MulFOp::create(ib, x, scale),
+                                    qRow, ValueRange{c});
+            return SmallVector<Value>{};
+          });
+  Value zf = constF32(b, 0.0);
+  forLoop(b, zero, constIdx(b, Dv), one, {},
+          [&](ImplicitLocOpBuilder &ib, Value c, ValueRange) {
+            memref::StoreOp::create(ib, zf, acc, ValueRange{c});
+            return SmallVector<Value>{};
+          });
+
+  auto [tBegin, tEnd] =
+      visibleTileRange(b, spec.mask, q0, kRowsPerBlock, lq, lk, T);
+  Value negInf = constF32(b, -std::numeric_limits<double>::infinity());
+  Value log2e = constF32(b, 1.0 / std::log(2.0));
+  Value threads = constIdx(b, kRowsPerBlock);
+  Value lkLast = arith::SubIOp::create(b, lk, one);
+
+  auto tiles = forLoop(
+      b, tBegin, tEnd, one, {negInf, zf},
+      [&](ImplicitLocOpBuilder &ib, Value t, ValueRange st) {
+        Value j0 = arith::MulIOp::create(ib, t, constIdx(ib, T));
+        // Stage the tile: all threads, coalesced along the head dim; keys
+        // past Lk read the last key (their scores are masked below).
+        gpu::BarrierOp::create(ib);
+        auto stage = [&](Value src, Value dst, int64_t width) {
+          forLoop(ib, tid, constIdx(ib, T * width), threads, {},
+                  [&](ImplicitLocOpBuilder &lb, Value e, ValueRange) {
+                    Value w = constIdx(lb, width);
+                    Value jj = arith::DivUIOp::create(lb, e, w);
+                    Value c = arith::RemUIOp::create(lb, e, w);
+                    Value j = arith::MinSIOp::create(
+                        lb, arith::AddIOp::create(lb, j0, jj), lkLast);
+                    Value x = toF32(lb, memref::LoadOp::create(
+                                            lb, src,
+                                            ValueRange{heads.kvbh, j, c}));
+                    memref::StoreOp::create(lb, x, dst, ValueRange{jj, c});
+                    return SmallVector<Value>{};
+                  });
+        };
+        stage(k, kTile, D);
+        stage(v, vTile, Dv);
+        gpu::BarrierOp::create(ib);
+
+        auto update = scf::IfOp::create(ib, TypeRange{ib.getF32Type(),
+                                                      ib.getF32Type()},
+                                        rowValid, /*withElse=*/true);
+        {
+          OpBuilder::InsertionGuard g(ib);
+          ib.setInsertionPointToStart(update.elseBlock());
+          scf::YieldOp::create(ib, st);
+          ib.setInsertionPointToStart(update.thenBlock());
+          Value m = st[0], l = st[1];
+          // Scores of this tile (masked to -inf) and their max.
+          Value tileMax =
+              forLoop(ib, zero, constIdx(ib, T), one, {negInf},
+                      [&](ImplicitLocOpBuilder &sb, Value jj, ValueRange mx) {
+                        Value dot =
+                            forLoop(sb, zero, constIdx(sb, D), one, {zf},
+                                    [&](ImplicitLocOpBuilder &db, Value c,
+                                        ValueRange s) {
+                                      Value x = memref::LoadOp::create(
+                                          db, qRow, ValueRange{c});
+                                      Value y = memref::LoadOp::create(
+                                          db, kTile, ValueRange{jj, c});
+                                      return SmallVector<Value>{
+                                          fma(db, x, y, s[0])};
+                                    })
+                                .getResult(0);
+                        Value j = arith::AddIOp::create(sb, j0, jj);
+                        Value jC = arith::MinSIOp::create(sb, j, lkLast);
+                        Value s = dot;
+                        if (spec.scoreMod)
+                          s = inlineScoreMod(sb, *spec.scoreMod, s,
+                                             heads.batchIdx, row, jC,
+                                             captures);
+                        Value ok = arith::CmpIOp::create(
+                            sb, arith::CmpIPredicate::slt, j, lk);
+                        if (Value allowed = buildMaskPredicate(
+                                sb, sb.getLoc(), spec.mask, row, j, lq, lk))
+                          ok = arith::AndIOp::create(sb, ok, allowed);
+                        s = arith::SelectOp::create(
+                            sb, ok, arith::MulFOp::create(sb, s, log2e),
+                            negInf);
+                        memref::StoreOp::create(sb, s, scores, ValueRange{jj});
+                        return SmallVector<Value>{
+                            arith::MaximumFOp::create(sb, mx[0], s)};
+                      })
+                  .getResult(0);
+          Value mNew = arith::MaximumFOp::create(ib, m, tileMax);
+          // A row that has seen only masked keys keeps m = -inf; subtract 0
+          // then, so exp gives 0 instead of NaN.
+          Value dead = arith::CmpFOp::create(ib, arith::CmpFPredicate::OEQ,
+                                             mNew, negInf);
+          Value mSafe = arith::SelectOp::create(ib, dead, zf, mNew);
+          Value alpha =
+              exp2Approx(ib, arith::SubFOp::create(ib, m, mSafe));
+          Value pSum =
+              forLoop(ib, zero, constIdx(ib, T), one, {zf},
+                      [&](ImplicitLocOpBuilder &pb, Value jj, ValueRange s) {
+                        Value x = memref::LoadOp::create(pb, scores,
+                                                         ValueRange{jj});
+                        Value p = exp2Approx(
+                            pb, arith::SubFOp::create(pb, x, mSafe));
+                        memref::StoreOp::create(pb, p, scores, ValueRange{jj});
+                        return SmallVector<Value>{
+                            arith::AddFOp::create(pb, s[0], p)};
+                      })
+                  .getResult(0);
+          forLoop(ib, zero, constIdx(ib, Dv), one, {},
+                  [&](ImplicitLocOpBuilder &ab, Value c, ValueRange) {
+                    Value a0 = arith::MulFOp::create(
+                        ab, memref::LoadOp::create(ab, acc, ValueRange{c}),
+                        alpha);
+                    Value sum =
+                        forLoop(ab, zero, constIdx(ab, T), one, {a0},
+                                [&](ImplicitLocOpBuilder &vb, Value jj,
+                                    ValueRange s) {
+                                  Value p = memref::LoadOp::create(
+                                      vb, scores, ValueRange{jj});
+                                  Value y = memref::LoadOp::create(
+                                      vb, vTile, ValueRange{jj, c});
+                                  return SmallVector<Value>{
+                                      fma(vb, p, y, s[0])};
+                                })
+                            .getResult(0);
+                    memref::StoreOp::create(ab, sum, acc, ValueRange{c});
+                    return SmallVector<Value>{};
+                  });
+          Value lNew = arith::AddFOp::create(
+              ib, arith::MulFOp::create(ib, l, alpha), pSum);
+          scf::YieldOp::create(ib, ValueRange{mNew, lNew});
+        }
+        return SmallVector<Value>(update.getResults());
+      });
+
+  // Epilogue: O = acc / l; a row that saw no key writes 0 and lse = -inf.
+  auto ifRow = scf::IfOp::create(b, rowValid, /*withElse=*/false);
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(ifRow.thenBlock());
+    Value m = tiles.getResult(0), l = tiles.getResult(1);
+    Value live =
+        arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, l, zf);
+    Value inv = arith::SelectOp::create(
+        b, live, arith::DivFOp::create(b, constF32(b, 1.0), l), zf);
+    forLoop(b, zero, constIdx(b, Dv), one, {},
+            [&](ImplicitLocOpBuilder &ib, Value c, ValueRange) {
+              Value x = arith::MulFOp::create(
+                  ib, memref::LoadOp::create(ib, acc, ValueRange{c}), inv);
+              memref::StoreOp::create(ib, fromF32(ib, x, spec.oElem), o,
+                                      ValueRange{bh, row, c});
+              return SmallVector<Value>{};
+            });
+    if (lse) {
+      // lse = ln 2 · (m + log2 l), m being the running max of log2 scores.
+      Value log2L = log2Approx(
+          b, arith::SelectOp::create(b, live, l, constF32(b, 1.0)));
+      Value val = arith::SelectOp::create(
+          b, live,
+          arith::MulFOp::create(b, arith::AddFOp::create(b, m, log2L),
+                                constF32(b, std::log(2.0))),
+          negInf);
+      memref::StoreOp::create(b, val, lse, ValueRange{bh, row});
+    }
+  }
+  gpu::ReturnOp::create(b);
+  return fn;
+}
+
+LogicalResult gpu_lowering::lowerToPortableLaunch(AttentionOp op,
+                                                  const OperandBuffers &bufs,
+                                                  Value stream,
+                                                  int64_t kernelIndex) {
+  Location loc = op.getLoc();
+  int64_t nb = op.getNumBatchDims();
+  PortableSpec spec;
+  spec.numBatchDims = nb;
+  spec.d = op.getQueryType().getDimSize(nb + 1);
+  spec.dv = op.getValueType().getDimSize(nb + 1);
+  if (ShapedType::isDynamic(spec.d) || ShapedType::isDynamic(spec.dv))
+    return op.emitOpError("convert-flash-to-gpu: head dims must be static");
+  spec.tileRows = tileRowsFor(spec.d, spec.dv);
+  if (spec.tileRows == 0)
+    return op.emitOpError("convert-flash-to-gpu: head dims D = ")
+           << spec.d << ", Dv = " << spec.dv
+           << " are too large for a shared-memory tile of one key";
+  spec.qElem = op.getQueryType().getElementType();
+  spec.kElem = op.getKeyType().getElementType();
+  spec.vElem = op.getValueType().getElementType();
+  spec.oElem = op.getOutputType().getElementType();
+  for (Type t : {spec.qElem, spec.kElem, spec.vElem, spec.oElem})
+    if (!t.isF32() && !t.isF16() && !t.isBF16())
+      return op.emitOpError("convert-flash-to-gpu: element type ")
+             << t << " is not supported (f32, f16 or bf16)";
+  spec.mask = op.getMaskOrNone();
+  spec.hasLse = op.hasLse();
+  spec.scale = op.getScale().convertToDouble();
+  spec.scoreMod = op.hasScoreMod() ? &op.getScoreMod() : nullptr;
+
+  // Host side: [batch..., L, D] views as [batch·heads, L, D] with dynamic
+  // outer sizes, so the kernel's signature depends on the head dims only.
+  OpBuilder ob(op);
+  ImplicitLocOpBuilder b(loc, ob);
+  auto dynamicOuter = [&](Value m) {
+    Value c = collapseBatchDims(b, m, nb);
+    auto t = cast<MemRefType>(c.getType());
+    SmallVector<int64_t> shape(t.getShape());
+    for (size_t i = 0; i + 1 < shape.size(); ++i)
+      shape[i] = ShapedType::kDynamic;
+    if (t.getRank() == 2) // lse: [batch·heads, Lq]
+      shape.back() = ShapedType::kDynamic;
+    return memref::CastOp::create(
+               b, MemRefType::get(shape, t.getElementType()), c)
+        .getResult();
+  };
+  SmallVector<Value> args = {dynamicOuter(bufs.q), dynamicOuter(bufs.k),
+                             dynamicOuter(bufs.v), dynamicOuter(bufs.out)};
+  if (bufs.lse)
+    args.push_back(dynamicOuter(bufs.lse));
+  Value hkv = nb > 0 ? memref::DimOp::create(b, bufs.k, nb - 1).getResult()
+                     : constIdx(b, 1);
+  args.push_back(hkv);
+  Value bhCount = constIdx(b, 1);
+  for (int64_t i = 0; i < nb; ++i) {
+    Value s = memref::DimOp::create(b, bufs.q, i);
+    args.push_back(s);
+    bhCount = arith::MulIOp::create(b, bhCount, s);
+  }
+  args.append(bufs.captures.begin(), bufs.captures.end());
+  SmallVector<Type> argTypes;
+  for (Value a : args)
+    argTypes.push_back(a.getType());
+  for (Value c : bufs.captures)
+    spec.captureTypes.push_back(c.getType());
+
+  OpBuilder mb(op.getContext());
+  gpu::GPUModuleOp gmod = newKernelModule(mb, op, kernelIndex);
+  gpu::GPUFuncOp kernel = buildPortableKernel(mb, loc, gmod, spec, argTypes);
+
+  // No key at all still launches: every row then writes 0 and lse = -inf.
+  Value lq = memref::DimOp::create(b, bufs.q, nb);
+  Value zero = constIdx(b, 0);
+  Value nonEmpty = arith::AndIOp::create(
+      b, arith::CmpIOp::create(b, arith::CmpIPredicate::sgt, lq, zero),
+      arith::CmpIOp::create(b, arith::CmpIPredicate::sgt, bhCount, zero));
+  auto ifLaunch = scf::IfOp::create(b, nonEmpty, /*withElse=*/false);
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(ifLaunch.thenBlock());
+    Value gx = arith::CeilDivSIOp::create(b, lq, constIdx(b, kRowsPerBlock));
+    launchOnStream(b, kernel, gx, bhCount, kRowsPerBlock,
+                   /*dynamicSmemBytes=*/0, args, stream);
+  }
+  replaceWithDestinations(op, bufs);
+  return success();
+}
