@@ -20,6 +20,8 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Dominance.h"
+#include "mlir/IR/Matchers.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #define DEBUG_TYPE "flash-raise-attention"
@@ -84,6 +86,118 @@ static Value castTensor(RewriterBase &rw, Location loc, Value v, Type to) {
                linalg::YieldOp::create(b, l, r);
              })
       .getResult(0);
+}
+
+/// The block argument `v` is, looking through extf/truncf.
+static BlockArgument argThroughCasts(Value v) {
+  while (Operation *def = v.getDefiningOp()) {
+    if (!isa<arith::ExtFOp, arith::TruncFOp>(def))
+      break;
+    v = def->getOperand(0);
+  }
+  return dyn_cast<BlockArgument>(v);
+}
+
+/// An elementwise generic over tensors: all loops parallel, identity output
+/// map, single result.
+static linalg::GenericOp asElementwise(Operation *op) {
+  auto g = dyn_cast_or_null<linalg::GenericOp>(op);
+  if (!g || !g.hasPureTensorSemantics() || g.getNumDpsInits() != 1 ||
+      g.getNumParallelLoops() != g.getNumLoops() ||
+      !g.getMatchingIndexingMap(g.getDpsInitOperand(0)).isIdentity() ||
+      !g.getBlock()->getArgument(g.getNumDpsInputs()).use_empty())
+    return {};
+  return g;
+}
+
+/// A generic that only converts the float width of its one input.
+static bool isFloatCast(linalg::GenericOp g) {
+  if (g.getNumDpsInputs() != 1 ||
+      !g.getMatchingIndexingMap(g.getDpsInputOperand(0)).isIdentity())
+    return false;
+  Block *body = g.getBlock();
+  Value y = body->getTerminator()->getOperand(0);
+  return y.getDefiningOp() && argThroughCasts(y) == body->getArgument(0) &&
+         y != body->getArgument(0);
+}
+
+/// Deferred normalisation after the PV contraction: `norm` divides the PV
+/// result (optionally through a float cast `cast`) by a per-row tensor, or
+/// multiplies it by one (a reciprocal, in the body or computed before).
+struct DeferredNorm {
+  linalg::GenericOp cast;      // null if none
+  linalg::GenericOp norm;
+  Value denominator;           // the per-row operand of `norm`
+  AffineMap denominatorMap;    // its indexing map in `norm`
+  bool reciprocalOperand = false; // norm multiplies by it: it is 1/Z
+};
+
+static std::optional<DeferredNorm> findDeferredNorm(Operation *pv) {
+  DeferredNorm d;
+  Value o = pv->getResult(0);
+  if (!o.hasOneUse())
+    return std::nullopt;
+  linalg::GenericOp next = asElementwise(*o.getUsers().begin());
+  if (next && isFloatCast(next)) {
+    d.cast = next;
+    o = next->getResult(0);
+    if (!o.hasOneUse())
+      return std::nullopt;
+    next = asElementwise(*o.getUsers().begin());
+  }
+  if (!next || next.getNumDpsInputs() != 2)
+    return std::nullopt;
+  d.norm = next;
+  Block *body = next.getBlock();
+  unsigned oIdx = next.getDpsInputs()[0] == o ? 0 : 1;
+  if (next.getDpsInputs()[oIdx] != o || next.getDpsInputs()[1 - oIdx] == o ||
+      !next.getMatchingIndexingMap(next.getDpsInputOperand(oIdx))
+           .isIdentity())
+    return std::nullopt;
+  BlockArgument oArg = body->getArgument(oIdx);
+  BlockArgument zArg = body->getArgument(1 - oIdx);
+  d.denominator = next.getDpsInputs()[1 - oIdx];
+  d.denominatorMap = next.getMatchingIndexingMap(next.getDpsInputOperand(1 - oIdx));
+  Value y = body->getTerminator()->getOperand(0);
+  while (Operation *def = y.getDefiningOp())
+    if (isa<arith::ExtFOp, arith::TruncFOp>(def))
+      y = def->getOperand(0);
+    else
+      break;
+  Operation *op = y.getDefiningOp();
+  if (!op || op->getBlock() != body)
+    return std::nullopt;
+  auto isOne = [](Value v) {
+    FloatAttr f;
+    return matchPattern(v, m_Constant(&f)) && f.getValueAsDouble() == 1.0;
+  };
+  if (isa<arith::DivFOp>(op)) {
+    if (argThroughCasts(op->getOperand(0)) == oArg &&
+        argThroughCasts(op->getOperand(1)) == zArg)
+      return d;
+    return std::nullopt;
+  }
+  if (!isa<arith::MulFOp>(op))
+    return std::nullopt;
+  for (int k = 0; k < 2; ++k) {
+    if (argThroughCasts(op->getOperand(k)) != oArg)
+      continue;
+    Value r = op->getOperand(1 - k);
+    if (argThroughCasts(r) == zArg) {
+      d.reciprocalOperand = true;
+      return d;
+    }
+    Value rr = r;
+    while (Operation *def = rr.getDefiningOp())
+      if (isa<arith::ExtFOp, arith::TruncFOp>(def))
+        rr = def->getOperand(0);
+      else
+        break;
+    if (auto div = rr.getDefiningOp<arith::DivFOp>();
+        div && isOne(div.getLhs()) && argThroughCasts(div.getRhs()) == zArg)
+      return d;
+  }
+  return std::nullopt;
 }
 
 class Raiser {
@@ -175,10 +289,77 @@ bool Raiser::run(linalg::LinalgOp pv) {
     return fail();
   }
 
-  // Link 1: P is a softmax over j.
+  // Link 1: P is a softmax over j, or its numerator when the row sum
+  // divides the second matmul's result instead (deferred normalisation).
   FailureOr<SoftmaxMatch> sm = matchSoftmax(t, p, why, pvOp);
-  if (failed(sm))
+  Operation *root = pvOp; // the op whose result the fused op replaces
+  std::optional<DeferredNorm> deferred;
+  if (failed(sm) && stripCasts(simplifyIdentities(t, p))->isOp("math.exp")) {
+    Refusal partial = why;
+    deferred = findDeferredNorm(pvOp);
+    if (!deferred) {
+      why = partial;
+      return fail();
+    }
+    // The normaliser's loops are the PV output dims; its denominator must
+    // index only batch dims and i (a row value broadcast over Dv).
+    AffineMap pvOutMap = pv.getMatchingIndexingMap(pv.getDpsInitOperand(0));
+    SmallVector<AffineExpr> zView;
+    bool perRow = true;
+    for (AffineExpr e : deferred->denominatorMap.getResults()) {
+      if (auto c = dyn_cast<AffineConstantExpr>(e);
+          c && c.getValue() == 0) {
+        zView.push_back(e);
+        continue;
+      }
+      auto d = dyn_cast<AffineDimExpr>(e);
+      unsigned loop = d ? pvOutMap.getDimPosition(d.getPosition())
+                        : layout.eLoop;
+      if (loop == layout.iLoop) {
+        zView.push_back(getAffineDimExpr(nb, ctx));
+      } else if (auto it = llvm::find(layout.batchLoops, loop);
+                 loop != layout.eLoop && it != layout.batchLoops.end()) {
+        zView.push_back(
+            getAffineDimExpr(it - layout.batchLoops.begin(), ctx));
+      } else {
+        perRow = false;
+      }
+    }
+    if (!perRow) {
+      why = {deferred->norm, "the second matmul's result is divided by a "
+                             "tensor that varies along the value columns, "
+                             "not by the row sum of the exponentials"};
+      return fail();
+    }
+    Node *z = t.trace(deferred->denominator,
+                      AffineMap::get(nb + 2, 0, zView, ctx));
+    if (deferred->reciprocalOperand) {
+      Node *r = stripCasts(simplifyIdentities(t, z));
+      std::optional<double> one =
+          r->isOp("arith.divf") ? r->operands[0]->getFloat() : std::nullopt;
+      if (!one || *one != 1.0) {
+        why = {deferred->norm,
+               "the second matmul's result is multiplied by " +
+                   describe(r) + ", not by the reciprocal of the row sum"};
+        return fail();
+      }
+      z = r->operands[1];
+    }
+    sm = matchDeferredSoftmax(t, p, z, why, deferred->norm);
+    if (failed(sm))
+      return fail();
+    root = deferred->norm;
+    outElem = getElementTypeOrSelf(root->getResult(0).getType());
+    if (!isSupportedFloat(outElem)) {
+      why = {root, "the normalised output has " +
+                       llvm::formatv("{0}", outElem).str() +
+                       " elements; flash.attention supports bf16, f16 and "
+                       "f32"};
+      return fail();
+    }
+  } else if (failed(sm)) {
     return fail();
+  }
   Node *x = sm->scores;
   if (!isa<FloatType>(x->type)) {
     why = {pvOp, "the softmax runs on integer scores (quantized softmax)"};
@@ -289,11 +470,86 @@ bool Raiser::run(linalg::LinalgOp pv) {
   };
   SmallVector<Operation *> chain{qkOp};
   chain.append(t.visited.begin(), t.visited.end());
+  DenseSet<Operation *> ends{pvOp};
+  if (deferred) {
+    ends.insert(deferred->norm);
+    if (deferred->cast)
+      ends.insert(deferred->cast);
+  }
+  auto inChain = [&](Operation *op) {
+    return op == qkOp || ends.contains(op) || t.visited.contains(op);
+  };
+
+  // The row log-sum-exp is the one intermediate the fused op can hand out
+  // (a frontend keeps it for the backward pass). An escaping use is fine
+  // when everything it feeds ends in a value that provably is that LSE,
+  // read as [batch..., Lq] or keepdim [batch..., Lq, 1].
+  DenseMap<Operation *, bool> lseMemo;
+  auto isLseRoot = [&](Operation *op) -> bool {
+    if (auto it = lseMemo.find(op); it != lseMemo.end())
+      return it->second;
+    bool found = false;
+    auto type = op->getNumResults() == 1
+                    ? dyn_cast<RankedTensorType>(op->getResult(0).getType())
+                    : RankedTensorType();
+    if (type && isa<FloatType>(type.getElementType()) &&
+        (type.getRank() == nb + 1 ||
+         (type.getRank() == nb + 2 && type.getDimSize(nb + 1) == 1))) {
+      bool shapeOk = true;
+      for (unsigned d = 0; d <= nb; ++d)
+        shapeOk &= type.getDimSize(d) == t.getExtents()[d] ||
+                   ShapedType::isDynamic(type.getDimSize(d)) ||
+                   ShapedType::isDynamic(t.getExtents()[d]);
+      SmallVector<AffineExpr> rowView;
+      for (unsigned d = 0; d <= nb; ++d)
+        rowView.push_back(getAffineDimExpr(d, ctx));
+      if (type.getRank() == nb + 2)
+        rowView.push_back(getAffineConstantExpr(0, ctx));
+      if (shapeOk) {
+        ScoreTracer lt(ctx, t.getExtents());
+        Node *n = lt.trace(op->getResult(0),
+                           AffineMap::get(nb + 2, 0, rowView, ctx));
+        found = isRowLogSumExp(lt, n, x);
+      }
+    }
+    lseMemo[op] = found;
+    return found;
+  };
+  SmallVector<Operation *> lseRoots, absorbed;
+  DenseMap<Operation *, bool> absorbMemo;
+  std::function<bool(Operation *)> absorbs = [&](Operation *op) -> bool {
+    if (auto it = absorbMemo.find(op); it != absorbMemo.end())
+      return it->second;
+    absorbMemo[op] = false;
+    bool ok;
+    if (inChain(op)) {
+      ok = false;
+    } else if (isLseRoot(op)) {
+      lseRoots.push_back(op);
+      ok = true;
+    } else {
+      ok = !op->hasTrait<OpTrait::IsTerminator>() && isMemoryEffectFree(op) &&
+           op->getNumResults() > 0;
+      for (Operation *user : op->getUsers())
+        ok = ok && absorbs(user);
+      if (ok)
+        absorbed.push_back(op);
+    }
+    absorbMemo[op] = ok;
+    return ok;
+  };
   for (Operation *op : chain) {
     if (!dependsOnScores(op))
       continue;
     for (Operation *user : op->getUsers()) {
-      if (user == pvOp || t.visited.contains(user))
+      if (inChain(user))
+        continue;
+      if (isLseRoot(op)) {
+        if (!llvm::is_contained(lseRoots, op))
+          lseRoots.push_back(op);
+        continue;
+      }
+      if (absorbs(user))
         continue;
       why = {op, "an intermediate of the attention (result of '" +
                      op->getName().getStringRef().str() +
@@ -303,6 +559,17 @@ bool Raiser::run(linalg::LinalgOp pv) {
       return fail();
     }
   }
+  // The LSE is defined where the fused op goes (at the second matmul).
+  DominanceInfo dom;
+  for (Operation *r : lseRoots)
+    for (Operation *user : r->getUsers())
+      if (!inChain(user) && !dom.properlyDominates(pvOp, user)) {
+        why = {r, "the row log-sum-exp is used by '" +
+                      user->getName().getStringRef().str() +
+                      "' before the second matmul, where the fused op "
+                      "would produce it"};
+        return fail();
+      }
 
   // Operands in the fused op's layout [batch..., L, D].
   auto permFor = [&](AffineMap m, ArrayRef<unsigned> loops)
@@ -392,8 +659,15 @@ bool Raiser::run(linalg::LinalgOp pv) {
   SmallVector<OpFoldResult> vSizes = tensor::getMixedSizes(rw, loc, v);
   outSizes.append(qSizes.begin(), qSizes.begin() + nb + 1);
   outSizes.push_back(vSizes[nb + 1]);
-  Value init = tensor::EmptyOp::create(rw, loc, outSizes, outElem);
-  auto attn = AttentionOp::create(rw, loc, q, k, v, ValueRange{init},
+  SmallVector<Value> inits{
+      tensor::EmptyOp::create(rw, loc, outSizes, outElem).getResult()};
+  if (!lseRoots.empty()) {
+    SmallVector<OpFoldResult> lseSizes(qSizes.begin(),
+                                       qSizes.begin() + nb + 1);
+    inits.push_back(
+        tensor::EmptyOp::create(rw, loc, lseSizes, rw.getF32Type()));
+  }
+  auto attn = AttentionOp::create(rw, loc, q, k, v, inits,
                                   captures.operands, static_cast<float>(scale),
                                   plan->mask);
   if (plan->body &&
@@ -426,15 +700,45 @@ bool Raiser::run(linalg::LinalgOp pv) {
     result = linalg::TransposeOp::create(rw, loc, result, empty, outPerm)
                  ->getResult(0);
   }
-  if (result.getType() != pv->getResult(0).getType())
-    result = tensor::CastOp::create(rw, loc, pv->getResult(0).getType(),
-                                    result);
+  Type rootType = root->getResult(0).getType();
+  if (result.getType() != rootType)
+    result = tensor::CastOp::create(rw, loc, rootType, result);
+
+  // Each LSE user gets the op's [batch..., Lq] f32 LSE in its own shape and
+  // element type.
+  for (Operation *r : lseRoots) {
+    auto rt = cast<RankedTensorType>(r->getResult(0).getType());
+    Value lse = attn.getResult(1);
+    if (rt.getRank() == static_cast<int64_t>(nb) + 2) {
+      SmallVector<ReassociationIndices> re;
+      for (unsigned d = 0; d < nb; ++d)
+        re.push_back({d});
+      re.push_back({nb, nb + 1});
+      SmallVector<int64_t> shape(
+          cast<RankedTensorType>(lse.getType()).getShape());
+      shape.push_back(1);
+      lse = tensor::ExpandShapeOp::create(
+          rw, loc, RankedTensorType::get(shape, rw.getF32Type()), lse, re);
+    }
+    lse = castTensor(rw, loc, lse, rt.getElementType());
+    if (lse.getType() != rt)
+      lse = tensor::CastOp::create(rw, loc, rt, lse);
+    rw.replaceUsesWithIf(r->getResult(0), lse, [&](OpOperand &use) {
+      return !inChain(use.getOwner());
+    });
+  }
+
   SmallVector<Operation *> worklist(chain.begin(), chain.end());
-  for (Value operand : pvOp->getOperands())
-    if (Operation *def = operand.getDefiningOp())
-      worklist.push_back(def);
-  rw.replaceOp(pvOp, result);
-  erased.insert(pvOp);
+  worklist.append(lseRoots.begin(), lseRoots.end());
+  worklist.append(absorbed.begin(), absorbed.end());
+  for (Operation *op : ends)
+    for (Value operand : op->getOperands())
+      if (Operation *def = operand.getDefiningOp())
+        worklist.push_back(def);
+  if (root != pvOp)
+    worklist.push_back(pvOp);
+  rw.replaceOp(root, result);
+  erased.insert(root);
 
   // The chain is dead now; erase what became trivially dead.
   worklist.append(seen.begin(), seen.end());

@@ -155,6 +155,15 @@ struct SoftmaxMatch {
 FailureOr<SoftmaxMatch> matchSoftmax(ScoreTracer &t, Node *p, Refusal &why,
                                      Operation *fallback);
 
+/// Deferred normalisation: the second matmul reads the unnormalised `p` =
+/// exp(X - max X) (or exp(X)) and its result is divided by `z` afterwards;
+/// `z` must be the row sum of exactly those exponentials.
+FailureOr<SoftmaxMatch> matchDeferredSoftmax(ScoreTracer &t, Node *p, Node *z,
+                                             Refusal &why, Operation *fallback);
+/// Whether `n` (over the score space, constant in j) is the row log-sum-exp
+/// of `x`: max_j X + log sum_j exp(X - max_j X), or log sum_j exp(X).
+bool isRowLogSumExp(ScoreTracer &t, Node *n, Node *x);
+
 //===- Score modification (ScoreMod.cpp) ----------------------------------===//
 struct ScoreModPlan {
   double scale = 1.0;

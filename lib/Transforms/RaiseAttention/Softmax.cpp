@@ -247,3 +247,53 @@ FailureOr<SoftmaxMatch> raise::matchSoftmax(ScoreTracer &t, Node *p,
     return failure();
   return m;
 }
+
+FailureOr<SoftmaxMatch> raise::matchDeferredSoftmax(ScoreTracer &t, Node *p,
+                                                    Node *z, Refusal &why,
+                                                    Operation *fallback) {
+  // sum_j(e_j v_j) / Z == sum_j (e_j / Z) v_j because Z does not depend on
+  // j: the normalisation commutes with the second matmul.
+  SoftmaxMatch m;
+  Node *e = stripCasts(simplifyIdentities(t, p));
+  if (failed(matchExp(t, e, m, why, fallback)))
+    return failure();
+  if (failed(matchRowSum(t, simplifyIdentities(t, z), e, why, fallback)))
+    return failure();
+  return m;
+}
+
+bool raise::isRowLogSumExp(ScoreTracer &t, Node *n, Node *x) {
+  Refusal ignored;
+  n = stripCasts(simplifyIdentities(t, n));
+  x = stripCasts(x);
+  // log(sum_j exp(X_j - M)) is the log-sum-exp only when M is added back.
+  auto logOfSum = [&](Node *lg, bool subtractsMax) {
+    lg = stripCasts(lg);
+    if (!lg->isOp("math.log"))
+      return false;
+    Node *sum = stripCasts(lg->operands[0]);
+    if (sum->kind != Node::Kind::Reduce)
+      return false;
+    Node *inner = stripCasts(sum->operands[1]);
+    SoftmaxMatch im;
+    return succeeded(matchExp(t, inner, im, ignored, nullptr)) &&
+           im.subtractsMax == subtractsMax &&
+           structurallyEqual(stripCasts(im.scores), x) &&
+           succeeded(matchRowSum(t, sum, inner, ignored, nullptr));
+  };
+  if (n->isOp("arith.addf")) {
+    for (int k = 0; k < 2; ++k) {
+      if (!stripCasts(n->operands[k])->isOp("math.log"))
+        continue;
+      FailureOr<Node *> mx = matchRowMax(t, n->operands[1 - k], ignored,
+                                         nullptr);
+      if (failed(mx) || !structurallyEqual(stripCasts(*mx), x))
+        return false;
+      // The max inside the log must be this same row max (matchExp checks
+      // that it is a max of the exponentiated tensor, i.e. of X).
+      return logOfSum(n->operands[k], /*subtractsMax=*/true);
+    }
+    return false;
+  }
+  return logOfSum(n, /*subtractsMax=*/false);
+}
