@@ -756,6 +756,121 @@ bool Raiser::run(linalg::LinalgOp pv) {
   return true;
 }
 
+/// Whether a contraction uses `v`, directly or through a few elementwise or
+/// reshaping steps (a mask or dropout after the softmax): then the PV
+/// candidate has already explained itself.
+static bool reachesContraction(Value v, unsigned depth = 8) {
+  for (Operation *user : v.getUsers()) {
+    auto l = dyn_cast<linalg::LinalgOp>(user);
+    if (l && isContraction(l))
+      return true;
+    if (depth > 0 && user->getNumResults() == 1 &&
+        (l || isa<linalg::SoftmaxOp, tensor::ExpandShapeOp,
+                  tensor::CollapseShapeOp, tensor::CastOp>(user)) &&
+        reachesContraction(user->getResult(0), depth - 1))
+      return true;
+  }
+  return false;
+}
+
+/// With remarks on: a softmax over the scores of a contraction `qk` that
+/// nothing contracts afterwards is a softmax, not attention. The user asking
+/// why nothing fused hears that at the softmax, instead of silence (there is
+/// no PV candidate whose refusal could explain it).
+static void remarkSoftmaxWithoutSecondMatmul(linalg::LinalgOp qk) {
+  // Score-side values within a few elementwise steps of the scores.
+  SmallVector<Value> frontier{qk->getResult(0)};
+  DenseSet<Operation *> seen;
+  for (unsigned step = 0; step < 32 && !frontier.empty(); ++step) {
+    Value v = frontier.pop_back_val();
+    for (Operation *user : v.getUsers()) {
+      if (!seen.insert(user).second || user->getNumResults() != 1)
+        continue;
+      auto l = dyn_cast<linalg::LinalgOp>(user);
+      if (l && isContraction(l))
+        continue;
+      if (!l && !isa<linalg::SoftmaxOp, tensor::ExpandShapeOp,
+                     tensor::CollapseShapeOp, tensor::CastOp>(user))
+        continue;
+      Value r = user->getResult(0);
+      frontier.push_back(r);
+      auto type = dyn_cast<RankedTensorType>(r.getType());
+      if (!type || type.getRank() < 2 || !isa<FloatType>(type.getElementType()))
+        continue;
+      if (reachesContraction(r))
+        continue;
+      // Try each axis as the softmax axis (the tracer's last dim).
+      int64_t rank = type.getRank();
+      MLIRContext *ctx = user->getContext();
+      for (int64_t axis = 0; axis < rank; ++axis) {
+        SmallVector<AffineExpr> view;
+        SmallVector<int64_t> extents;
+        for (int64_t d = 0; d < rank; ++d)
+          if (d != axis)
+            extents.push_back(type.getDimSize(d));
+        extents.push_back(type.getDimSize(axis));
+        for (int64_t d = 0, k = 0; d < rank; ++d)
+          view.push_back(getAffineDimExpr(d == axis ? rank - 1 : k++, ctx));
+        ScoreTracer t(ctx, extents);
+        Node *p = t.trace(r, AffineMap::get(rank, 0, view, ctx));
+        Refusal ignored;
+        FailureOr<SoftmaxMatch> sm = matchSoftmax(t, p, ignored, user);
+        if (failed(sm) || !readsFrom(sm->scores, qk))
+          continue;
+        user->emitRemark()
+            << "attention not raised: this softmax over the scores of a "
+               "matmul has no second matmul (its result is not contracted "
+               "with V); only attention is fused";
+        return;
+      }
+    }
+  }
+}
+
+/// Skips value-preserving TOSA data movement between quantised steps.
+static Value throughTosaRescale(Value v) {
+  while (Operation *def = v.getDefiningOp()) {
+    if (!isa<tosa::RescaleOp, tosa::CastOp, tosa::ReshapeOp>(def))
+      break;
+    v = def->getOperand(0);
+  }
+  return v;
+}
+
+/// With remarks on, before TOSA is lowered: the quantised softmax of TOSA
+/// legalisations (TF/TFLite int8/int16) computes exp with a lookup table on
+/// x - reduce_max(x). It is recognised by exactly that: a tosa.table whose
+/// input is (after rescales) such a difference, over values that come from
+/// a tosa.matmul within a few steps. Anything else stays silent.
+static void remarkIntegerSoftmax(func::FuncOp func) {
+  func.walk([&](tosa::TableOp table) {
+    auto sub = throughTosaRescale(table.getInput1()).getDefiningOp<tosa::SubOp>();
+    if (!sub)
+      return;
+    auto max =
+        throughTosaRescale(sub.getInput2()).getDefiningOp<tosa::ReduceMaxOp>();
+    if (!max || throughTosaRescale(max.getInput()) !=
+                    throughTosaRescale(sub.getInput1()))
+      return;
+    Value x = sub.getInput1();
+    bool fromMatmul = false;
+    for (unsigned step = 0; step < 8 && !fromMatmul; ++step) {
+      Operation *def = x.getDefiningOp();
+      if (!def || !isa<tosa::TosaDialect>(def->getDialect()) ||
+          def->getNumOperands() == 0)
+        break;
+      fromMatmul = isa<tosa::MatMulOp>(def);
+      x = def->getOperand(0);
+    }
+    if (!fromMatmul)
+      return;
+    table->emitRemark()
+        << "attention not raised: integer softmax (a tosa.table lookup of "
+           "x - reduce_max(x) on quantised scores) is not raised; "
+           "flash.attention computes a float softmax";
+  });
+}
+
 struct FlashRaiseAttentionPass
     : flash::impl::FlashRaiseAttentionPassBase<FlashRaiseAttentionPass> {
   using Base::Base;
@@ -777,6 +892,8 @@ struct FlashRaiseAttentionPass
   void runOnOperation() override {
     func::FuncOp func = getOperation();
     bool normalizedTosa = false;
+    if (remarks)
+      remarkIntegerSoftmax(func);
     if (normalizeTosa) {
       bool hasTosa = false;
       func.walk([&](Operation *op) {
@@ -802,6 +919,10 @@ struct FlashRaiseAttentionPass
         continue;
       raiser.run(pv);
     }
+    if (remarks)
+      for (linalg::LinalgOp qk : candidates)
+        if (!raiser.erased.contains(qk.getOperation()))
+          remarkSoftmaxWithoutSecondMatmul(qk);
     // TOSA normalisation leaves dead reshapes and broadcasts behind (each
     // tosa.reshape used once more than its folded form needs); a fused
     // attention must not keep the repeated K/V alive through them.

@@ -149,7 +149,8 @@ func.func @row_max_has_other_user(%q: tensor<2x10x16xf32>, %k: tensor<2x12x16xf3
 // -----
 
 // CHECK-LABEL: func @no_second_matmul
-// QKᵀ and softmax without a second matmul: no candidate, nothing to say.
+// QKᵀ and softmax without a second matmul (buddy next-mhsa-core): no PV
+// candidate, so the softmax itself says why nothing fused.
 func.func @no_second_matmul(%q: tensor<2x10x16xf32>, %k: tensor<2x12x16xf32>, %v: tensor<2x12x8xf32>) -> tensor<2x10x12xf32> {
   %zero = arith.constant 0.0 : f32
   %ninf = arith.constant 0xFF800000 : f32
@@ -160,6 +161,7 @@ func.func @no_second_matmul(%q: tensor<2x10x16xf32>, %k: tensor<2x12x16xf32>, %v
       affine_map<(b, i, j, d) -> (b, i, j)>]
       ins(%q, %k : tensor<2x10x16xf32>, tensor<2x12x16xf32>) outs(%qk_f : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
   %softmax_e = tensor.empty() : tensor<2x10x12xf32>
+  // expected-remark @+1 {{attention not raised: this softmax over the scores of a matmul has no second matmul (its result is not contracted with V); only attention is fused}}
   %p = linalg.softmax dimension(2) ins(%s : tensor<2x10x12xf32>) outs(%softmax_e : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
   return %p : tensor<2x10x12xf32>
 }
@@ -911,4 +913,104 @@ func.func @deferred_divide_by_tensor_over_dv(%q: tensor<2x10x16xf32>, %k: tensor
     linalg.yield %d : f32
   } -> tensor<2x10x8xf32>
   return %o : tensor<2x10x8xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func @decomposed_softmax_without_second_matmul
+// A decomposed scaled softmax over QKᵀ whose probabilities are returned and
+// never contracted: the remark lands on the normalising division.
+func.func @decomposed_softmax_without_second_matmul(%q: tensor<2x10x16xf32>, %k: tensor<2x12x16xf32>) -> tensor<2x10x12xf32> {
+  %zero = arith.constant 0.0 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %qk_e = tensor.empty() : tensor<2x10x12xf32>
+  %qk_f = linalg.fill ins(%zero : f32) outs(%qk_e : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %s0 = linalg.batch_matmul indexing_maps = [
+      affine_map<(b, i, j, d) -> (b, i, d)>, affine_map<(b, i, j, d) -> (b, j, d)>,
+      affine_map<(b, i, j, d) -> (b, i, j)>]
+      ins(%q, %k : tensor<2x10x16xf32>, tensor<2x12x16xf32>) outs(%qk_f : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %s_e = tensor.empty() : tensor<2x10x12xf32>
+  %s = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b, c)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%s0 : tensor<2x10x12xf32>) outs(%s_e : tensor<2x10x12xf32>) {
+  ^bb0(%x0: f32, %o: f32):
+    %c = arith.constant 0.25 : f32
+    %y = arith.mulf %x0, %c : f32
+    linalg.yield %y : f32
+  } -> tensor<2x10x12xf32>
+  %max_e = tensor.empty() : tensor<2x10xf32>
+  %max_ef = linalg.fill ins(%ninf : f32) outs(%max_e : tensor<2x10xf32>) -> tensor<2x10xf32>
+  %max = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b)>], iterator_types = ["parallel", "parallel", "reduction"]} ins(%s : tensor<2x10x12xf32>) outs(%max_ef : tensor<2x10xf32>) {
+  ^bb0(%x0: f32, %acc: f32):
+    %r = arith.maximumf %x0, %acc : f32
+    linalg.yield %r : f32
+  } -> tensor<2x10xf32>
+  %exp_e = tensor.empty() : tensor<2x10x12xf32>
+  %exp = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b)>, affine_map<(a, b, c) -> (a, b, c)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%s, %max : tensor<2x10x12xf32>, tensor<2x10xf32>) outs(%exp_e : tensor<2x10x12xf32>) {
+  ^bb0(%x0: f32, %x1: f32, %o: f32):
+    %y = arith.subf %x0, %x1 : f32
+    %z = math.exp %y : f32
+    linalg.yield %z : f32
+  } -> tensor<2x10x12xf32>
+  %sum_e = tensor.empty() : tensor<2x10xf32>
+  %sum_ef = linalg.fill ins(%zero : f32) outs(%sum_e : tensor<2x10xf32>) -> tensor<2x10xf32>
+  %sum = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b)>], iterator_types = ["parallel", "parallel", "reduction"]} ins(%exp : tensor<2x10x12xf32>) outs(%sum_ef : tensor<2x10xf32>) {
+  ^bb0(%x0: f32, %acc: f32):
+    %r = arith.addf %x0, %acc : f32
+    linalg.yield %r : f32
+  } -> tensor<2x10xf32>
+  %p_e = tensor.empty() : tensor<2x10x12xf32>
+  // expected-remark @+1 {{attention not raised: this softmax over the scores of a matmul has no second matmul}}
+  %p = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b)>, affine_map<(a, b, c) -> (a, b, c)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%exp, %sum : tensor<2x10x12xf32>, tensor<2x10xf32>) outs(%p_e : tensor<2x10x12xf32>) {
+  ^bb0(%x0: f32, %x1: f32, %o: f32):
+    %y = arith.divf %x0, %x1 : f32
+    linalg.yield %y : f32
+  } -> tensor<2x10x12xf32>
+  return %p : tensor<2x10x12xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func @tosa_int8_table_softmax
+// Quantised attention as TF's int8/int16 TOSA legalisation writes the
+// softmax: rescale to i32, x - reduce_max(x), rescale to i16, exp by a
+// 513-entry tosa.table (the normalisation is shortened to an intdiv here).
+// Integer softmax is not raised, and says so at the table lookup.
+func.func @tosa_int8_table_softmax(%q: tensor<2x10x16xi8>, %k: tensor<2x16x12xi8>, %v: tensor<2x12x8xi8>) -> tensor<2x10x8xi32> {
+  %zp8 = "tosa.const"() <{values = dense<0> : tensor<1xi8>}> : () -> tensor<1xi8>
+  %zp16 = "tosa.const"() <{values = dense<0> : tensor<1xi16>}> : () -> tensor<1xi16>
+  %zp32 = "tosa.const"() <{values = dense<0> : tensor<1xi32>}> : () -> tensor<1xi32>
+  %mul = "tosa.const"() <{values = dense<1073741824> : tensor<1xi32>}> : () -> tensor<1xi32>
+  %sh = "tosa.const"() <{values = dense<30> : tensor<1xi8>}> : () -> tensor<1xi8>
+  %s = tosa.matmul %q, %k, %zp8, %zp8 : (tensor<2x10x16xi8>, tensor<2x16x12xi8>, tensor<1xi8>, tensor<1xi8>) -> tensor<2x10x12xi32>
+  %s8 = tosa.rescale %s, %mul, %sh, %zp32, %zp8 {scale32 = true, rounding_mode = DOUBLE_ROUND, per_channel = false, input_unsigned = false, output_unsigned = false} : (tensor<2x10x12xi32>, tensor<1xi32>, tensor<1xi8>, tensor<1xi32>, tensor<1xi8>) -> tensor<2x10x12xi8>
+  %x = tosa.rescale %s8, %mul, %sh, %zp8, %zp32 {scale32 = true, rounding_mode = DOUBLE_ROUND, per_channel = false, input_unsigned = false, output_unsigned = false} : (tensor<2x10x12xi8>, tensor<1xi32>, tensor<1xi8>, tensor<1xi8>, tensor<1xi32>) -> tensor<2x10x12xi32>
+  %m = tosa.reduce_max %x {axis = 2 : i32} : (tensor<2x10x12xi32>) -> tensor<2x10x1xi32>
+  %d = tosa.sub %x, %m : (tensor<2x10x12xi32>, tensor<2x10x1xi32>) -> tensor<2x10x12xi32>
+  %d16 = tosa.rescale %d, %mul, %sh, %zp32, %zp16 {scale32 = true, rounding_mode = DOUBLE_ROUND, per_channel = false, input_unsigned = false, output_unsigned = false} : (tensor<2x10x12xi32>, tensor<1xi32>, tensor<1xi8>, tensor<1xi32>, tensor<1xi16>) -> tensor<2x10x12xi16>
+  %tbl = "tosa.const"() <{values = dense<7> : tensor<513xi16>}> : () -> tensor<513xi16>
+  // expected-remark @+1 {{attention not raised: integer softmax (a tosa.table lookup of x - reduce_max(x) on quantised scores) is not raised; flash.attention computes a float softmax}}
+  %e = tosa.table %d16, %tbl : (tensor<2x10x12xi16>, tensor<513xi16>) -> tensor<2x10x12xi32>
+  %su = tosa.reduce_sum %e {axis = 2 : i32} : (tensor<2x10x12xi32>) -> tensor<2x10x1xi32>
+  %p = tosa.intdiv %e, %su : (tensor<2x10x12xi32>, tensor<2x10x1xi32>) -> tensor<2x10x12xi32>
+  %p8 = tosa.rescale %p, %mul, %sh, %zp32, %zp8 {scale32 = true, rounding_mode = DOUBLE_ROUND, per_channel = false, input_unsigned = false, output_unsigned = false} : (tensor<2x10x12xi32>, tensor<1xi32>, tensor<1xi8>, tensor<1xi32>, tensor<1xi8>) -> tensor<2x10x12xi8>
+  // expected-remark @+1 {{attention not raised: the second matmul produces i32 elements}}
+  %o = tosa.matmul %p8, %v, %zp8, %zp8 : (tensor<2x10x12xi8>, tensor<2x12x8xi8>, tensor<1xi8>, tensor<1xi8>) -> tensor<2x10x8xi32>
+  return %o : tensor<2x10x8xi32>
+}
+
+// -----
+
+// CHECK-LABEL: func @tosa_int8_table_lookup_not_softmax
+// A table lookup on the scores that is not exp(x - max x) (e.g. a quantised
+// sigmoid) is no softmax candidate: nothing to say.
+func.func @tosa_int8_table_lookup_not_softmax(%q: tensor<2x10x16xi8>, %k: tensor<2x16x12xi8>) -> tensor<2x10x12xi32> {
+  %zp8 = "tosa.const"() <{values = dense<0> : tensor<1xi8>}> : () -> tensor<1xi8>
+  %zp16 = "tosa.const"() <{values = dense<0> : tensor<1xi16>}> : () -> tensor<1xi16>
+  %zp32 = "tosa.const"() <{values = dense<0> : tensor<1xi32>}> : () -> tensor<1xi32>
+  %mul = "tosa.const"() <{values = dense<1073741824> : tensor<1xi32>}> : () -> tensor<1xi32>
+  %sh = "tosa.const"() <{values = dense<30> : tensor<1xi8>}> : () -> tensor<1xi8>
+  %s = tosa.matmul %q, %k, %zp8, %zp8 : (tensor<2x10x16xi8>, tensor<2x16x12xi8>, tensor<1xi8>, tensor<1xi8>) -> tensor<2x10x12xi32>
+  %s16 = tosa.rescale %s, %mul, %sh, %zp32, %zp16 {scale32 = true, rounding_mode = DOUBLE_ROUND, per_channel = false, input_unsigned = false, output_unsigned = false} : (tensor<2x10x12xi32>, tensor<1xi32>, tensor<1xi8>, tensor<1xi32>, tensor<1xi16>) -> tensor<2x10x12xi16>
+  %tbl = "tosa.const"() <{values = dense<7> : tensor<513xi16>}> : () -> tensor<513xi16>
+  %e = tosa.table %s16, %tbl : (tensor<2x10x12xi16>, tensor<513xi16>) -> tensor<2x10x12xi32>
+  return %e : tensor<2x10x12xi32>
 }
