@@ -1,5 +1,6 @@
-"""The portable kernel (convert-flash-to-gpu kernel=portable / auto fallback) against
-the wgmma kernel and torch SDPA, all in one run, through flash_mlir.attention.
+"""The kernels behind the wgmma one — mma.sync (kernel=mma) and portable (kernel=portable,
+the auto fallback) — against the wgmma kernel and torch SDPA, all in one run, through
+flash_mlir.attention.
 
 Here (compiler, no GPU):  python3 bench/gpu/bench_portable.py --prebuild DIR
 There (GPU, no LLVM):     FLASH_MLIR_CACHE_DIR=DIR python3 bench/gpu/bench_portable.py
@@ -15,11 +16,15 @@ import flash_mlir  # noqa: E402
 B, H, L = 4, 16, 2048
 # (label, head dim, dtype, extra attention() keywords)
 CASES = [
-    ("D=64 bf16 wgmma", 64, "bfloat16", {}),
+    ("D=64 bf16 wgmma", 64, "bfloat16", {"kernel": "wgmma"}),
+    ("D=64 bf16 mma", 64, "bfloat16", {"kernel": "mma"}),
     ("D=64 bf16 portable", 64, "bfloat16", {"kernel": "portable"}),
-    ("D=96 bf16 (auto: portable)", 96, "bfloat16", {}),
-    ("D=256 bf16 (auto: portable)", 256, "bfloat16", {}),
-    ("D=64 f32 (auto: portable)", 64, "float32", {}),
+    ("D=128 bf16 wgmma", 128, "bfloat16", {"kernel": "wgmma"}),
+    ("D=128 bf16 mma", 128, "bfloat16", {"kernel": "mma"}),
+    ("D=96 bf16 mma", 96, "bfloat16", {"kernel": "mma"}),
+    ("D=96 bf16 portable", 96, "bfloat16", {"kernel": "portable"}),
+    ("D=256 bf16 mma", 256, "bfloat16", {"kernel": "mma"}),
+    ("D=64 f32 portable", 64, "float32", {"kernel": "portable"}),
 ]
 
 

@@ -133,10 +133,63 @@ def _run_cases():
                   "float16", {"causal": True, "kernel": "portable"}))
     cases.append(("portable-sm80-ptx", (1, 4, 128, 64), (1, 4, 190, 64), (1, 4, 190, 64),
                   "bfloat16", {"chip": "sm_80", "features": "+ptx70", "format": "isa"}))
+    # The mma.sync kernel (kernel=mma): head dims the wgmma kernel does not
+    # take, Dv != D, f16 at D = 256, and PTX for sm_80.
+    cases.append(("mma-d96-gqa-lse", (2, 8, 300, 96), (2, 2, 333, 96), (2, 2, 333, 96),
+                  "bfloat16", {"causal": True, "align": "bottom_right", "return_lse": True,
+                               "kernel": "mma"}))
+    cases.append(("mma-d256-f16", (1, 4, 200, 256), (1, 4, 260, 256), (1, 4, 260, 256),
+                  "float16", {"kernel": "mma"}))
+    cases.append(("mma-d64-dv40-window", (2, 4, 257, 64), (2, 4, 190, 64), (2, 4, 190, 40),
+                  "bfloat16", {"window": 37, "kernel": "mma"}))
+    cases.append(("mma-sm80-ptx", (1, 4, 128, 128), (1, 4, 190, 128), (1, 4, 190, 128),
+                  "bfloat16", {"causal": True, "kernel": "mma", "chip": "sm_80",
+                               "features": "+ptx70", "format": "isa"}))
     return cases
 
 
 CASES = {c[0]: c[1:] for c in _run_cases()}
+
+
+# score_mod with a captured bias, which attention() does not build: the IR is
+# written out and run through the kernel library directly. (kernel option,
+# element type, D)
+BIAS_CASES = {"bias-wgmma": ("auto", "bf16", 64), "bias-mma": ("mma", "bf16", 96),
+              "bias-portable": ("portable", "f16", 80)}
+BIAS_SHAPE = (2, 3, 150, 130)  # B, H, Lq, Lk
+
+
+def _bias_ir(elt, d):
+    b, h, lq, lk = BIAS_SHAPE
+    qm = "memref<%dx%dx%dx%dx%s>" % (b, h, lq, d, elt)
+    km = "memref<%dx%dx%dx%dx%s>" % (b, h, lk, d, elt)
+    tq, tk = qm.replace("memref", "tensor"), km.replace("memref", "tensor")
+    bm = "memref<%dx%dxf32>" % (lq, lk)
+    tb = bm.replace("memref", "tensor")
+    return f"""func.func @flash_attention(%q: {qm}, %k: {km}, %v: {km}, %o: {qm}, %bias: {bm})
+    attributes {{llvm.emit_c_interface}} {{
+  %qt = bufferization.to_tensor %q restrict : {qm} to {tq}
+  %kt = bufferization.to_tensor %k restrict : {km} to {tk}
+  %vt = bufferization.to_tensor %v restrict : {km} to {tk}
+  %ot = bufferization.to_tensor %o restrict writable : {qm} to {tq}
+  %bt = bufferization.to_tensor %bias restrict : {bm} to {tb}
+  %r = flash.attention ins(%qt, %kt, %vt : {tq}, {tk}, {tk}) outs(%ot : {tq})
+      captures(%bt : {tb}) scale(0.1) mask(causal) score_mod {{
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %x: {tb}):
+    %e = tensor.extract %x[%i, %j] : {tb}
+    %a = arith.addf %s, %e : f32
+    flash.yield %a : f32
+  }} -> {tq}
+  bufferization.materialize_in_destination %r in restrict writable %o : ({tq}, {qm}) -> ()
+  return
+}}
+"""
+
+
+def _bias_library(name):
+    import flash_mlir._attention as am
+    kernel, elt, d = BIAS_CASES[name]
+    return am._library_for(_bias_ir(elt, d), "cuda", None, "kernel=" + kernel)
 
 
 def prebuild_all(cache_dir):
@@ -144,6 +197,8 @@ def prebuild_all(cache_dir):
     os.environ.setdefault("CUDA_HOME", "/usr/local/cuda")
     for name, (qs, ks, vs, dtype, kw) in CASES.items():
         print(name, flash_mlir.prebuild(qs, ks, vs, dtype, **kw))
+    for name in BIAS_CASES:
+        print(name, _bias_library(name))
 
 
 def _cuda():
@@ -229,8 +284,8 @@ def test_sliding_window_bottom_right_with_lse():
 _MASK_KEYS = ("causal", "window", "align")
 
 
-@pytest.mark.parametrize("name", [n for n in CASES if n.startswith("portable")])
-def test_portable_kernel(name):
+@pytest.mark.parametrize("name", [n for n in CASES if n.startswith(("portable", "mma"))])
+def test_portable_and_mma_kernels(name):
     torch = _cuda()
     qs, ks, vs, dtype, kw = CASES[name]
     q, k, v = _inputs(torch, qs, ks, vs, dtype)
@@ -248,6 +303,35 @@ def test_portable_kernel(name):
         assert err <= 2 * err_sdpa + 1e-3, (err, err_sdpa)
     if lse is not None:
         assert abs(lse.double().cpu().numpy() - ref_lse).max() <= 1e-3
+
+
+@pytest.mark.parametrize("name", list(BIAS_CASES))
+def test_score_mod_bias_capture(name):
+    """Every kernel inlines score_mod per element and reads its captures."""
+    torch = _cuda()
+    import numpy as np
+    from flash_mlir.gpu import KernelLibrary
+    _, elt, d = BIAS_CASES[name]
+    b, h, lq, lk = BIAS_SHAPE
+    dtype = {"bf16": "bfloat16", "f16": "float16"}[elt]
+    q, k, v = _inputs(torch, (b, h, lq, d), (b, h, lk, d), (b, h, lk, d), dtype)
+    bias = torch.randn(lq, lk, device="cuda", dtype=torch.float32)
+    out = torch.full_like(q, float("nan"))
+    lib = KernelLibrary(_bias_library(name))
+    lib("flash_attention", q, k, v, out, bias, pass_stream=True)
+    torch.cuda.synchronize()
+    assert not torch.isnan(out).any()
+    bias64 = bias.double().cpu().numpy()
+    ref, _ = attention_ref(*(x.double().cpu().numpy() for x in (q, k, v)), scale=0.1,
+                           causal=True, score_mod=lambda s, i, j: s + bias64)
+    import torch.nn.functional as F
+    allowed = torch.ones(lq, lk, dtype=torch.bool, device="cuda").tril()
+    sdpa_mask = torch.where(allowed, bias, torch.tensor(float("-inf"), device="cuda"))
+    sdpa = F.scaled_dot_product_attention(q, k, v, attn_mask=sdpa_mask.to(q.dtype), scale=0.1)
+    ref_t = torch.from_numpy(np.ascontiguousarray(ref)).to("cuda")
+    err = (out.double() - ref_t).abs().max().item()
+    err_sdpa = (sdpa.double() - ref_t).abs().max().item()
+    assert err <= 2 * err_sdpa + 1e-3, (err, err_sdpa)
 
 
 def test_dynamic_lengths_share_one_kernel():

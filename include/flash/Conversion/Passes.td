@@ -52,9 +52,10 @@ def ConvertFlashToGPUPass : Pass<"convert-flash-to-gpu", "::mlir::ModuleOp"> {
            "Target chip (sm_XY); the wgmma kernel needs sm_90a">,
     Option<"kernel", "kernel", "std::string", /*default=*/"\"auto\"",
            "Which kernel: wgmma (sm_90a tensor cores; an error where it "
-           "does not apply), portable (any chip, head dim and float type; "
-           "no tensor cores), or auto (wgmma where it applies, else "
-           "portable)">,
+           "does not apply), mma (mma.sync tensor cores, sm_80 and newer, "
+           "bf16/f16, head dims multiples of 16 up to 256), portable (any "
+           "chip, head dim and float type; no tensor cores), or auto (wgmma "
+           "where it applies, else portable)">,
     Option<"blockM", "block-m", "int64_t", /*default=*/"0",
            "Query rows per CTA (64 per consumer warpgroup); 0: 64 when "
            "D, Dv <= 64 (two CTAs per SM), else 128">,

@@ -32,9 +32,10 @@ struct ConvertFlashToGPUPass
     cfg.producerRegs = producerRegs;
     cfg.consumerRegs = consumerRegs;
     cfg.ctasPerSM = ctasPerSM;
-    if (kernel != "auto" && kernel != "wgmma" && kernel != "portable") {
-      module.emitError("convert-flash-to-gpu: kernel must be auto, wgmma or "
-                       "portable, got '")
+    if (kernel != "auto" && kernel != "wgmma" && kernel != "mma" &&
+        kernel != "portable") {
+      module.emitError("convert-flash-to-gpu: kernel must be auto, wgmma, mma "
+                       "or portable, got '")
           << kernel << "'";
       return signalPassFailure();
     }
@@ -53,6 +54,12 @@ struct ConvertFlashToGPUPass
     if (kernel == "wgmma" && !hopper) {
       module.emitError("convert-flash-to-gpu: the wgmma kernel needs chip "
                        "sm_90a, got '")
+          << chip << "'";
+      return signalPassFailure();
+    }
+    if (kernel == "mma" && smVersion < 80) {
+      module.emitError("convert-flash-to-gpu: the mma kernel needs sm_80 or "
+                       "newer, got '")
           << chip << "'";
       return signalPassFailure();
     }
@@ -95,10 +102,15 @@ struct ConvertFlashToGPUPass
       FailureOr<OperandBuffers> bufs = operandBuffers(op);
       if (failed(bufs))
         return signalPassFailure();
-      bool wgmma = kernel == "wgmma" ||
-                   (kernel == "auto" && hopper && wgmmaKernelSupports(op));
-      if (failed(wgmma ? lowerToLaunch(op, *bufs, cfg, stream, index++)
-                       : lowerToPortableLaunch(op, *bufs, stream, index++)))
+      LogicalResult lowered = failure();
+      if (kernel == "wgmma" ||
+          (kernel == "auto" && hopper && wgmmaKernelSupports(op)))
+        lowered = lowerToLaunch(op, *bufs, cfg, stream, index++);
+      else if (kernel == "mma")
+        lowered = lowerToMmaLaunch(op, *bufs, stream, index++);
+      else
+        lowered = lowerToPortableLaunch(op, *bufs, stream, index++);
+      if (failed(lowered))
         return signalPassFailure();
     }
 

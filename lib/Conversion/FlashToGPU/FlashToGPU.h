@@ -201,6 +201,39 @@ Value inlineScoreMod(ImplicitLocOpBuilder &b, Region &scoreMod, Value score,
 /// [b..., rest...] -> [prod(b), rest...] ([1, rest...] without batch dims).
 Value collapseBatchDims(ImplicitLocOpBuilder &b, Value m, int64_t nb);
 
+//===-- MemrefLaunch.cpp: host side of the memref-argument kernels ---------===//
+
+/// What the portable and mma.sync kernels are specialised on.
+struct MemrefKernelSpec {
+  int64_t d = 0, dv = 0, numBatchDims = 0, numCaptures = 0;
+  Type qElem, kElem, vElem, oElem;
+  MaskAttr mask;
+  bool hasLse = false;
+  double scale = 1.0;
+  Region *scoreMod = nullptr; // not owned; inlined per element
+};
+FailureOr<MemrefKernelSpec> memrefKernelSpec(AttentionOp op);
+
+/// Their kernel arguments, in order: q, k, v, out as [batch·heads, L, D]
+/// memrefs with dynamic outer sizes, [lse as [batch·heads, Lq]], hkv (the
+/// K/V head count), the query's batch sizes, the captures.
+struct MemrefKernelArgs {
+  Value q, k, v, out, lse, hkv;
+  SmallVector<Value> batchSizes, captures;
+  MemrefKernelArgs(Block &entry, const MemrefKernelSpec &spec);
+};
+
+using MemrefKernelBuilder = function_ref<gpu::GPUFuncOp(
+    OpBuilder &, Location, gpu::GPUModuleOp, const MemrefKernelSpec &,
+    ArrayRef<Type> argTypes)>;
+/// Builds the kernel with `build` and replaces `op` by its launch: a grid of
+/// (ceil(Lq / rowsPerBlock), batch·heads) blocks of `threads` threads.
+LogicalResult lowerToMemrefLaunch(AttentionOp op, const OperandBuffers &bufs,
+                                  Value stream, int64_t kernelIndex,
+                                  const MemrefKernelSpec &spec,
+                                  int64_t rowsPerBlock, int64_t threads,
+                                  MemrefKernelBuilder build);
+
 //===-- PortableKernel.cpp -------------------------------------------------===//
 
 /// Whether the sm_90a wgmma kernel takes this op (element type, head dims).
@@ -210,6 +243,15 @@ bool wgmmaKernelSupports(AttentionOp op, std::string *why = nullptr);
 /// f16 or bf16, scalar f32 arithmetic without tensor cores.
 LogicalResult lowerToPortableLaunch(AttentionOp op, const OperandBuffers &bufs,
                                     Value stream, int64_t kernelIndex);
+
+//===-- MmaKernel.cpp ------------------------------------------------------===//
+
+/// Whether the mma.sync kernel takes this op (bf16 or f16 Q/K/V, D a
+/// multiple of 16 and Dv of 8, both up to 256).
+bool mmaKernelSupports(AttentionOp op, std::string *why = nullptr);
+/// Replaces `op` by a launch of the mma.sync (sm_80+) tensor-core kernel.
+LogicalResult lowerToMmaLaunch(AttentionOp op, const OperandBuffers &bufs,
+                               Value stream, int64_t kernelIndex);
 
 } // namespace mlir::flash::gpu_lowering
 

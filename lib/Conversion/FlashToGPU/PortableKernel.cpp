@@ -31,15 +31,6 @@ constexpr int64_t kRowsPerBlock = 128;
 // chip has; 32 KiB leaves room for two blocks per SM on small chips.
 constexpr int64_t kTileBudgetBytes = 32 * 1024;
 
-struct PortableSpec {
-  int64_t d, dv, tileRows, numBatchDims;
-  Type qElem, kElem, vElem, oElem;
-  MaskAttr mask;
-  bool hasLse;
-  double scale;
-  Region *scoreMod;
-  SmallVector<Type> captureTypes;
-};
 } // namespace
 
 /// Keys per shared-memory tile: the largest power of two up to 64 whose K
@@ -111,7 +102,7 @@ forLoop(ImplicitLocOpBuilder &b, Value lb, Value ub, Value step,
 
 static gpu::GPUFuncOp buildPortableKernel(OpBuilder &ob, Location loc,
                                           gpu::GPUModuleOp module,
-                                          const PortableSpec &spec,
+                                          const MemrefKernelSpec &spec,
                                           ArrayRef<Type> argTypes) {
   MLIRContext *ctx = ob.getContext();
   ImplicitLocOpBuilder b(loc, ob);
@@ -119,7 +110,7 @@ static gpu::GPUFuncOp buildPortableKernel(OpBuilder &ob, Location loc,
   Type f32 = b.getF32Type();
   auto wg = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
   auto priv = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Private);
-  int64_t T = spec.tileRows, D = spec.d, Dv = spec.dv;
+  int64_t T = tileRowsFor(spec.d, spec.dv), D = spec.d, Dv = spec.dv;
   SmallVector<Type> workgroup = {
       MemRefType::get({T, D}, f32, MemRefLayoutAttrInterface(), wg),
       MemRefType::get({T, Dv}, f32, MemRefLayoutAttrInterface(), wg)};
@@ -142,16 +133,10 @@ static gpu::GPUFuncOp buildPortableKernel(OpBuilder &ob, Location loc,
   Value acc = fn.getPrivateAttributions()[1];
   Value scores = fn.getPrivateAttributions()[2];
 
-  unsigned a = 0;
-  Value q = entry.getArgument(a++), k = entry.getArgument(a++),
-        v = entry.getArgument(a++), o = entry.getArgument(a++);
-  Value lse = spec.hasLse ? entry.getArgument(a++) : Value();
-  Value hkv = entry.getArgument(a++);
-  SmallVector<Value> batchSizes, captures;
-  for (int64_t i = 0; i < spec.numBatchDims; ++i)
-    batchSizes.push_back(entry.getArgument(a++));
-  for (size_t i = 0; i < spec.captureTypes.size(); ++i)
-    captures.push_back(entry.getArgument(a++));
+  MemrefKernelArgs args(entry, spec);
+  Value q = args.q, k = args.k, v = args.v, o = args.out, lse = args.lse;
+  ArrayRef<Value> batchSizes = args.batchSizes, captures = args.captures;
+  Value hkv = args.hkv;
 
   Value zero = constIdx(b, 0), one = constIdx(b, 1);
   Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
@@ -350,86 +335,14 @@ LogicalResult gpu_lowering::lowerToPortableLaunch(AttentionOp op,
                                                   const OperandBuffers &bufs,
                                                   Value stream,
                                                   int64_t kernelIndex) {
-  Location loc = op.getLoc();
-  int64_t nb = op.getNumBatchDims();
-  PortableSpec spec;
-  spec.numBatchDims = nb;
-  spec.d = op.getQueryType().getDimSize(nb + 1);
-  spec.dv = op.getValueType().getDimSize(nb + 1);
-  if (ShapedType::isDynamic(spec.d) || ShapedType::isDynamic(spec.dv))
-    return op.emitOpError("convert-flash-to-gpu: head dims must be static");
-  spec.tileRows = tileRowsFor(spec.d, spec.dv);
-  if (spec.tileRows == 0)
+  FailureOr<MemrefKernelSpec> spec = memrefKernelSpec(op);
+  if (failed(spec))
+    return failure();
+  if (tileRowsFor(spec->d, spec->dv) == 0)
     return op.emitOpError("convert-flash-to-gpu: head dims D = ")
-           << spec.d << ", Dv = " << spec.dv
+           << spec->d << ", Dv = " << spec->dv
            << " are too large for a shared-memory tile of one key";
-  spec.qElem = op.getQueryType().getElementType();
-  spec.kElem = op.getKeyType().getElementType();
-  spec.vElem = op.getValueType().getElementType();
-  spec.oElem = op.getOutputType().getElementType();
-  for (Type t : {spec.qElem, spec.kElem, spec.vElem, spec.oElem})
-    if (!t.isF32() && !t.isF16() && !t.isBF16())
-      return op.emitOpError("convert-flash-to-gpu: element type ")
-             << t << " is not supported (f32, f16 or bf16)";
-  spec.mask = op.getMaskOrNone();
-  spec.hasLse = op.hasLse();
-  spec.scale = op.getScale().convertToDouble();
-  spec.scoreMod = op.hasScoreMod() ? &op.getScoreMod() : nullptr;
-
-  // Host side: [batch..., L, D] views as [batch·heads, L, D] with dynamic
-  // outer sizes, so the kernel's signature depends on the head dims only.
-  OpBuilder ob(op);
-  ImplicitLocOpBuilder b(loc, ob);
-  auto dynamicOuter = [&](Value m) {
-    Value c = collapseBatchDims(b, m, nb);
-    auto t = cast<MemRefType>(c.getType());
-    SmallVector<int64_t> shape(t.getShape());
-    for (size_t i = 0; i + 1 < shape.size(); ++i)
-      shape[i] = ShapedType::kDynamic;
-    if (t.getRank() == 2) // lse: [batch·heads, Lq]
-      shape.back() = ShapedType::kDynamic;
-    return memref::CastOp::create(
-               b, MemRefType::get(shape, t.getElementType()), c)
-        .getResult();
-  };
-  SmallVector<Value> args = {dynamicOuter(bufs.q), dynamicOuter(bufs.k),
-                             dynamicOuter(bufs.v), dynamicOuter(bufs.out)};
-  if (bufs.lse)
-    args.push_back(dynamicOuter(bufs.lse));
-  Value hkv = nb > 0 ? memref::DimOp::create(b, bufs.k, nb - 1).getResult()
-                     : constIdx(b, 1);
-  args.push_back(hkv);
-  Value bhCount = constIdx(b, 1);
-  for (int64_t i = 0; i < nb; ++i) {
-    Value s = memref::DimOp::create(b, bufs.q, i);
-    args.push_back(s);
-    bhCount = arith::MulIOp::create(b, bhCount, s);
-  }
-  args.append(bufs.captures.begin(), bufs.captures.end());
-  SmallVector<Type> argTypes;
-  for (Value a : args)
-    argTypes.push_back(a.getType());
-  for (Value c : bufs.captures)
-    spec.captureTypes.push_back(c.getType());
-
-  OpBuilder mb(op.getContext());
-  gpu::GPUModuleOp gmod = newKernelModule(mb, op, kernelIndex);
-  gpu::GPUFuncOp kernel = buildPortableKernel(mb, loc, gmod, spec, argTypes);
-
-  // No key at all still launches: every row then writes 0 and lse = -inf.
-  Value lq = memref::DimOp::create(b, bufs.q, nb);
-  Value zero = constIdx(b, 0);
-  Value nonEmpty = arith::AndIOp::create(
-      b, arith::CmpIOp::create(b, arith::CmpIPredicate::sgt, lq, zero),
-      arith::CmpIOp::create(b, arith::CmpIPredicate::sgt, bhCount, zero));
-  auto ifLaunch = scf::IfOp::create(b, nonEmpty, /*withElse=*/false);
-  {
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPointToStart(ifLaunch.thenBlock());
-    Value gx = arith::CeilDivSIOp::create(b, lq, constIdx(b, kRowsPerBlock));
-    launchOnStream(b, kernel, gx, bhCount, kRowsPerBlock,
-                   /*dynamicSmemBytes=*/0, args, stream);
-  }
-  replaceWithDestinations(op, bufs);
-  return success();
+  return lowerToMemrefLaunch(op, bufs, stream, kernelIndex, *spec,
+                             kRowsPerBlock, kRowsPerBlock,
+                             buildPortableKernel);
 }

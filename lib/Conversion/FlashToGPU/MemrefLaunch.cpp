@@ -1,0 +1,118 @@
+//===- MemrefLaunch.cpp - host side of the memref-argument kernels ---------===//
+//
+// The portable and mma.sync kernels take Q, K, V and O as plain memrefs
+// viewed [batch·heads, L, D] (no TMA descriptors), so they share this host
+// side: the views, the sizes, the grid of (query blocks, batch·heads) and
+// the launch on the caller's stream.
+//
+//===----------------------------------------------------------------------===//
+#include "FlashToGPU.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
+using namespace mlir;
+using namespace mlir::flash;
+using namespace mlir::flash::gpu_lowering;
+
+FailureOr<MemrefKernelSpec> gpu_lowering::memrefKernelSpec(AttentionOp op) {
+  MemrefKernelSpec spec;
+  int64_t nb = op.getNumBatchDims();
+  spec.numBatchDims = nb;
+  spec.d = op.getQueryType().getDimSize(nb + 1);
+  spec.dv = op.getValueType().getDimSize(nb + 1);
+  if (ShapedType::isDynamic(spec.d) || ShapedType::isDynamic(spec.dv))
+    return op.emitOpError("convert-flash-to-gpu: head dims must be static");
+  spec.qElem = op.getQueryType().getElementType();
+  spec.kElem = op.getKeyType().getElementType();
+  spec.vElem = op.getValueType().getElementType();
+  spec.oElem = op.getOutputType().getElementType();
+  for (Type t : {spec.qElem, spec.kElem, spec.vElem, spec.oElem})
+    if (!t.isF32() && !t.isF16() && !t.isBF16())
+      return op.emitOpError("convert-flash-to-gpu: element type ")
+             << t << " is not supported (f32, f16 or bf16)";
+  spec.mask = op.getMaskOrNone();
+  spec.hasLse = op.hasLse();
+  spec.scale = op.getScale().convertToDouble();
+  spec.scoreMod = op.hasScoreMod() ? &op.getScoreMod() : nullptr;
+  spec.numCaptures = op.getCaptures().size();
+  return spec;
+}
+
+MemrefKernelArgs::MemrefKernelArgs(Block &entry, const MemrefKernelSpec &spec) {
+  unsigned a = 0;
+  q = entry.getArgument(a++);
+  k = entry.getArgument(a++);
+  v = entry.getArgument(a++);
+  out = entry.getArgument(a++);
+  if (spec.hasLse)
+    lse = entry.getArgument(a++);
+  hkv = entry.getArgument(a++);
+  for (int64_t i = 0; i < spec.numBatchDims; ++i)
+    batchSizes.push_back(entry.getArgument(a++));
+  for (int64_t i = 0; i < spec.numCaptures; ++i)
+    captures.push_back(entry.getArgument(a++));
+}
+
+LogicalResult gpu_lowering::lowerToMemrefLaunch(
+    AttentionOp op, const OperandBuffers &bufs, Value stream,
+    int64_t kernelIndex, const MemrefKernelSpec &spec, int64_t rowsPerBlock,
+    int64_t threads, MemrefKernelBuilder build) {
+  Location loc = op.getLoc();
+  int64_t nb = spec.numBatchDims;
+  // [batch..., L, D] views as [batch·heads, L, D] with dynamic outer sizes,
+  // so the kernel's signature depends on the head dims only.
+  OpBuilder ob(op);
+  ImplicitLocOpBuilder b(loc, ob);
+  auto dynamicOuter = [&](Value m) {
+    Value c = collapseBatchDims(b, m, nb);
+    auto t = cast<MemRefType>(c.getType());
+    SmallVector<int64_t> shape(t.getShape());
+    for (size_t i = 0; i + 1 < shape.size(); ++i)
+      shape[i] = ShapedType::kDynamic;
+    if (t.getRank() == 2) // lse: [batch·heads, Lq]
+      shape.back() = ShapedType::kDynamic;
+    return memref::CastOp::create(
+               b, MemRefType::get(shape, t.getElementType()), c)
+        .getResult();
+  };
+  SmallVector<Value> args = {dynamicOuter(bufs.q), dynamicOuter(bufs.k),
+                             dynamicOuter(bufs.v), dynamicOuter(bufs.out)};
+  if (bufs.lse)
+    args.push_back(dynamicOuter(bufs.lse));
+  Value hkv = nb > 0 ? memref::DimOp::create(b, bufs.k, nb - 1).getResult()
+                     : constIdx(b, 1);
+  args.push_back(hkv);
+  Value bhCount = constIdx(b, 1);
+  for (int64_t i = 0; i < nb; ++i) {
+    Value s = memref::DimOp::create(b, bufs.q, i);
+    args.push_back(s);
+    bhCount = arith::MulIOp::create(b, bhCount, s);
+  }
+  args.append(bufs.captures.begin(), bufs.captures.end());
+  SmallVector<Type> argTypes;
+  for (Value a : args)
+    argTypes.push_back(a.getType());
+
+  OpBuilder mb(op.getContext());
+  gpu::GPUModuleOp gmod = newKernelModule(mb, op, kernelIndex);
+  gpu::GPUFuncOp kernel = build(mb, loc, gmod, spec, argTypes);
+
+  // No key at all still launches: every row then writes 0 and lse = -inf.
+  Value lq = memref::DimOp::create(b, bufs.q, nb);
+  Value zero = constIdx(b, 0);
+  Value nonEmpty = arith::AndIOp::create(
+      b, arith::CmpIOp::create(b, arith::CmpIPredicate::sgt, lq, zero),
+      arith::CmpIOp::create(b, arith::CmpIPredicate::sgt, bhCount, zero));
+  auto ifLaunch = scf::IfOp::create(b, nonEmpty, /*withElse=*/false);
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(ifLaunch.thenBlock());
+    Value gx = arith::CeilDivSIOp::create(b, lq, constIdx(b, rowsPerBlock));
+    launchOnStream(b, kernel, gx, bhCount, threads, /*dynamicSmemBytes=*/0,
+                   args, stream);
+  }
+  replaceWithDestinations(op, bufs);
+  return success();
+}

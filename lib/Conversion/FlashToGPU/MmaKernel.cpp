@@ -1,0 +1,368 @@
+//===- MmaKernel.cpp - flash.attention on tensor cores with mma.sync ------===//
+//
+// The tensor-core kernel for every chip from sm_80 and for the head dims the
+// sm_90a wgmma kernel does not take (any multiple of 16 up to 256): the
+// FlashAttention-2 structure. One block of four warps per (batch·head, 64
+// query rows), 16 rows per warp; Q stays in registers as mma.sync A
+// fragments; per tile of K/V keys staged in shared memory, S = QKᵀ and
+// O += PV are m16n8k16 mma.sync. The accumulator fragment of a warp's 16 rows
+// is laid out exactly like a wgmma m64 fragment's 16 rows, so the online
+// softmax (Softmax.cpp) and the P → A-fragment packing are the wgmma
+// kernel's own.
+//
+//===----------------------------------------------------------------------===//
+#include "FlashToGPU.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+#include <cmath>
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::flash;
+using namespace mlir::flash::gpu_lowering;
+
+namespace {
+constexpr int64_t kWarps = 4;
+constexpr int64_t kRowsPerWarp = 16;
+constexpr int64_t kRowsPerBlock = kWarps * kRowsPerWarp;
+// K and V tiles (16-bit) within the 48 KiB of static shared memory.
+constexpr int64_t kTileBudgetBytes = 40 * 1024;
+// Tile rows are padded by 16 bytes: the fragment reads of a warp (8 rows ×
+// 4 column pairs) then fall in 32 distinct banks instead of 4.
+constexpr int64_t kPad = 8;
+} // namespace
+
+/// Keys per tile: 64 where K and V tiles fit, else 32 or 16.
+static int64_t mmaTileRows(int64_t d, int64_t dv) {
+  int64_t t = 64;
+  while (t > 16 && t * (d + dv + 2 * kPad) * 2 > kTileBudgetBytes)
+    t /= 2;
+  return t;
+}
+
+bool gpu_lowering::mmaKernelSupports(AttentionOp op, std::string *why) {
+  auto fail = [&](const Twine &msg) {
+    if (why)
+      *why = msg.str();
+    return false;
+  };
+  int64_t nb = op.getNumBatchDims();
+  Type elem = op.getQueryType().getElementType();
+  if ((!elem.isBF16() && !elem.isF16()) ||
+      op.getKeyType().getElementType() != elem ||
+      op.getValueType().getElementType() != elem)
+    return fail("query, key and value must all be bf16 or all f16");
+  int64_t d = op.getQueryType().getDimSize(nb + 1);
+  int64_t dv = op.getValueType().getDimSize(nb + 1);
+  // D is the k of the QKᵀ mma (steps of 16), Dv the n of the PV mma (8).
+  if (ShapedType::isDynamic(d) || ShapedType::isDynamic(dv) || d % 16 ||
+      dv % 8 || d > 256 || dv > 256) {
+    std::string s;
+    llvm::raw_string_ostream(s)
+        << "head dims must be D a multiple of 16 and Dv of 8, both up to "
+           "256, got D = "
+        << d << ", Dv = " << dv;
+    return fail(s);
+  }
+  return true;
+}
+
+/// Two 16-bit elements as one 32-bit mma.sync operand register.
+static Value packPair(ImplicitLocOpBuilder &b, Value lo, Value hi) {
+  auto pair = VectorType::get({2}, lo.getType());
+  Value v = vector::FromElementsOp::create(b, pair, ValueRange{lo, hi});
+  Value c = vector::BitCastOp::create(b, VectorType::get({1}, b.getI32Type()),
+                                      v);
+  return vector::ExtractOp::create(b, c, ArrayRef<int64_t>{0});
+}
+
+/// acc (4 × f32, one m16n8 fragment) += A (4 regs) · B (2 regs), m16n8k16.
+static SmallVector<Value, 4> mma(ImplicitLocOpBuilder &b, Type elem,
+                                 ArrayRef<Value> a, ArrayRef<Value> bRegs,
+                                 ArrayRef<Value> acc) {
+  MLIRContext *ctx = b.getContext();
+  Type f32 = b.getF32Type();
+  NVVM::MMATypes t = elem.isBF16() ? NVVM::MMATypes::bf16 : NVVM::MMATypes::f16;
+  // NVVM wants f16 operands as vector<2xf16> and bf16 ones as i32.
+  auto operand = [&](Value r) -> Value {
+    if (elem.isBF16())
+      return r;
+    return LLVM::BitcastOp::create(b, VectorType::get({2}, elem), r);
+  };
+  SmallVector<Value> av, bv;
+  for (Value r : a)
+    av.push_back(operand(r));
+  for (Value r : bRegs)
+    bv.push_back(operand(r));
+  auto resTy = LLVM::LLVMStructType::getLiteral(ctx, {f32, f32, f32, f32});
+  Value r = NVVM::MmaOp::create(
+      b, resTy, av, bv, acc, ArrayRef<int64_t>{16, 8, 16}, std::nullopt,
+      std::nullopt, std::array<NVVM::MMATypes, 2>{t, t},
+      std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
+                                     NVVM::MMALayout::col});
+  SmallVector<Value, 4> out;
+  for (int64_t i = 0; i < 4; ++i)
+    out.push_back(LLVM::ExtractValueOp::create(b, r, ArrayRef<int64_t>{i}));
+  return out;
+}
+
+static gpu::GPUFuncOp buildMmaKernel(OpBuilder &ob, Location loc,
+                                     gpu::GPUModuleOp module,
+                                     const MemrefKernelSpec &spec,
+                                     ArrayRef<Type> argTypes) {
+  MLIRContext *ctx = ob.getContext();
+  ImplicitLocOpBuilder b(loc, ob);
+  b.setInsertionPointToEnd(module.getBody());
+  Type elem = spec.qElem;
+  Type f32 = b.getF32Type();
+  const int64_t D = spec.d, Dv = spec.dv, T = mmaTileRows(D, Dv);
+  auto wg = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
+  SmallVector<Type> workgroup = {
+      MemRefType::get({T, D + kPad}, elem, MemRefLayoutAttrInterface(), wg),
+      MemRefType::get({T, Dv + kPad}, elem, MemRefLayoutAttrInterface(), wg)};
+  auto fn = gpu::GPUFuncOp::create(b, "kernel",
+                                   FunctionType::get(ctx, argTypes, {}),
+                                   workgroup);
+  fn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
+  fn->setAttr("nvvm.maxntid",
+              b.getDenseI32ArrayAttr({int32_t(32 * kWarps), 1, 1}));
+
+  Block &entry = fn.getBody().front();
+  b.setInsertionPointToStart(&entry);
+  Value kTile = fn.getWorkgroupAttributions()[0];
+  Value vTile = fn.getWorkgroupAttributions()[1];
+  MemrefKernelArgs args(entry, spec);
+
+  Value zero = constIdx(b, 0), one = constIdx(b, 1);
+  Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
+  Value warp = arith::DivUIOp::create(b, tid, constIdx(b, 32));
+  Value lane = arith::RemUIOp::create(b, tid, constIdx(b, 32));
+  Value g = arith::DivUIOp::create(b, lane, constIdx(b, 4));
+  Value t2 = arith::MulIOp::create(
+      b, arith::RemUIOp::create(b, lane, constIdx(b, 4)), constIdx(b, 2));
+  Value bh = gpu::BlockIdOp::create(b, gpu::Dimension::y);
+  Value q0 = arith::MulIOp::create(
+      b, gpu::BlockIdOp::create(b, gpu::Dimension::x),
+      constIdx(b, kRowsPerBlock));
+  Value lq = memref::DimOp::create(b, args.q, 1);
+  Value lk = memref::DimOp::create(b, args.k, 1);
+  Value lqLast = arith::SubIOp::create(b, lq, one);
+  Value lkLast = arith::SubIOp::create(b, lk, one);
+  HeadIndices heads =
+      headIndices(b, bh, args.batchSizes, args.hkv,
+                  /*withBatchIndices=*/spec.scoreMod != nullptr);
+
+  // This thread's two rows of its warp's 16 (fragment rows g and g + 8).
+  Value rowBase = arith::AddIOp::create(
+      b, q0, arith::MulIOp::create(b, warp, constIdx(b, kRowsPerWarp)));
+  Value rows[2] = {arith::AddIOp::create(b, rowBase, g), Value()};
+  rows[1] = arith::AddIOp::create(b, rows[0], constIdx(b, 8));
+  Value rowsC[2] = {arith::MinSIOp::create(b, rows[0], lqLast),
+                    arith::MinSIOp::create(b, rows[1], lqLast)};
+
+  // Q as A fragments, loaded once: per 16 columns, a0 = (g, 2t..2t+1),
+  // a1 = (g+8, 2t..), a2 = (g, 2t+8..), a3 = (g+8, 2t+8..).
+  SmallVector<Value> qFrag;
+  for (int64_t ks = 0; ks < D / 16; ++ks)
+    for (int64_t r = 0; r < 4; ++r) {
+      Value row = rowsC[r % 2];
+      Value c = arith::AddIOp::create(b, t2, constIdx(b, 16 * ks + 8 * (r / 2)));
+      Value lo = memref::LoadOp::create(b, args.q, ValueRange{bh, row, c});
+      Value hi = memref::LoadOp::create(
+          b, args.q, ValueRange{bh, row, arith::AddIOp::create(b, c, one)});
+      qFrag.push_back(packPair(b, lo, hi));
+    }
+
+  auto [tBegin, tEnd] =
+      visibleTileRange(b, spec.mask, q0, kRowsPerBlock, lq, lk, T);
+  Value negInf = constF32(b, -std::numeric_limits<double>::infinity());
+  Value zf = constF32(b, 0.0);
+  SmallVector<Value> init = {negInf, negInf, zf, zf};
+  init.append(Dv / 2, zf); // O: Dv/8 fragments of 4
+  Value threads = constIdx(b, 32 * kWarps);
+
+  auto loop = scf::ForOp::create(
+      b, tBegin, tEnd, one, init,
+      [&](OpBuilder &nb, Location l, Value tIdx, ValueRange st) {
+        ImplicitLocOpBuilder ib(l, nb);
+        Value j0 = arith::MulIOp::create(ib, tIdx, constIdx(ib, T));
+        // Stage K and V: all threads, consecutive elements of a row;
+        // keys past Lk repeat the last key (masked below).
+        gpu::BarrierOp::create(ib);
+        auto stage = [&](Value src, Value dst, int64_t width) {
+          auto fl = scf::ForOp::create(ib, tid, constIdx(ib, T * width),
+                                       threads);
+          OpBuilder::InsertionGuard gd(ib);
+          ib.setInsertionPointToStart(fl.getBody());
+          Value e = fl.getInductionVar();
+          Value w = constIdx(ib, width);
+          Value jj = arith::DivUIOp::create(ib, e, w);
+          Value c = arith::RemUIOp::create(ib, e, w);
+          Value j = arith::MinSIOp::create(
+              ib, arith::AddIOp::create(ib, j0, jj), lkLast);
+          Value x = memref::LoadOp::create(ib, src,
+                                           ValueRange{heads.kvbh, j, c});
+          memref::StoreOp::create(ib, x, dst, ValueRange{jj, c});
+        };
+        stage(args.k, kTile, D);
+        stage(args.v, vTile, Dv);
+        gpu::BarrierOp::create(ib);
+
+        // S = Q Kᵀ: per 8 keys one m16n8 fragment, summed over D in k16
+        // steps; B = Kᵀ, b0 = K[key g][2t..2t+1], b1 = K[key g][2t+8..].
+        SmallVector<Value> s;
+        for (int64_t n8 = 0; n8 < T / 8; ++n8) {
+          SmallVector<Value, 4> acc(4, zf);
+          Value key = arith::AddIOp::create(ib, g, constIdx(ib, 8 * n8));
+          for (int64_t ks = 0; ks < D / 16; ++ks) {
+            SmallVector<Value, 2> bRegs;
+            for (int64_t h = 0; h < 2; ++h) {
+              Value c =
+                  arith::AddIOp::create(ib, t2, constIdx(ib, 16 * ks + 8 * h));
+              Value lo =
+                  memref::LoadOp::create(ib, kTile, ValueRange{key, c});
+              Value hi = memref::LoadOp::create(
+                  ib, kTile,
+                  ValueRange{key, arith::AddIOp::create(ib, c, one)});
+              bRegs.push_back(packPair(ib, lo, hi));
+            }
+            acc = mma(ib, elem, ArrayRef<Value>(qFrag).slice(4 * ks, 4),
+                      bRegs, acc);
+          }
+          s.append(acc.begin(), acc.end());
+        }
+
+        RowState rs;
+        rs.m[0] = st[0];
+        rs.m[1] = st[1];
+        rs.l[0] = st[2];
+        rs.l[1] = st[3];
+        ScoreContext sc;
+        sc.rowIdx[0] = rows[0];
+        sc.rowIdx[1] = rows[1];
+        sc.colBase = j0;
+        sc.laneCol = t2;
+        // Every tile is masked per element: the tail past Lk, and the
+        // causal / window bound where the mask has one.
+        sc.needsMask = true;
+        MaskAttr mask = spec.mask;
+        sc.allowed = [&, lq, lk, mask](ImplicitLocOpBuilder &bb, Value r,
+                                       Value c) -> Value {
+          Value ok =
+              arith::CmpIOp::create(bb, arith::CmpIPredicate::slt, c, lk);
+          if (Value m =
+                  buildMaskPredicate(bb, bb.getLoc(), mask, r, c, lq, lk))
+            ok = arith::AndIOp::create(bb, ok, m);
+          return ok;
+        };
+        if (spec.scoreMod)
+          sc.scoreMod = [&, lqLast, lkLast](ImplicitLocOpBuilder &bb,
+                                            Value x, Value r,
+                                            Value c) -> Value {
+            // Indices stay in range for capture reads; masked anyway.
+            Value rc = arith::MinSIOp::create(bb, r, lqLast);
+            Value cc = arith::MinSIOp::create(bb, c, lkLast);
+            return inlineScoreMod(bb, *spec.scoreMod, x, heads.batchIdx, rc,
+                                  cc, args.captures);
+          };
+        std::array<Value, 2> alpha =
+            onlineSoftmaxStep(ib, s, rs, spec.scale, sc);
+
+        // O = alpha·O + P V: P (the softmax registers) as A fragments,
+        // B = V: b0 = (V[2t][n], V[2t+1][n]), b1 = keys 2t+8, 2t+9.
+        SmallVector<Value> o(st.drop_front(4));
+        for (size_t i = 0; i < o.size(); ++i)
+          o[i] = arith::MulFOp::create(ib, o[i], alpha[fragRowHalf(i)]);
+        SmallVector<Value> pFrag = packA(ib, s, elem);
+        for (int64_t n8 = 0; n8 < Dv / 8; ++n8) {
+          SmallVector<Value, 4> acc(o.begin() + 4 * n8, o.begin() + 4 * n8 + 4);
+          Value col = arith::AddIOp::create(ib, g, constIdx(ib, 8 * n8));
+          for (int64_t kk = 0; kk < T / 16; ++kk) {
+            SmallVector<Value, 2> bRegs;
+            for (int64_t h = 0; h < 2; ++h) {
+              Value key =
+                  arith::AddIOp::create(ib, t2, constIdx(ib, 16 * kk + 8 * h));
+              Value lo =
+                  memref::LoadOp::create(ib, vTile, ValueRange{key, col});
+              Value hi = memref::LoadOp::create(
+                  ib, vTile,
+                  ValueRange{arith::AddIOp::create(ib, key, one), col});
+              bRegs.push_back(packPair(ib, lo, hi));
+            }
+            acc = mma(ib, elem, ArrayRef<Value>(pFrag).slice(4 * kk, 4),
+                      bRegs, acc);
+          }
+          std::copy(acc.begin(), acc.end(), o.begin() + 4 * n8);
+        }
+        SmallVector<Value> next = {rs.m[0], rs.m[1], rs.l[0], rs.l[1]};
+        next.append(o.begin(), o.end());
+        scf::YieldOp::create(ib, next);
+      });
+
+  // Epilogue: the row sums are per thread until here (quad-reduce now);
+  // O = acc / l, 0 for a row that saw no key, whose lse is -inf.
+  ValueRange fin = loop.getResults();
+  Value inv[2], live[2], lTot[2];
+  for (int64_t h = 0; h < 2; ++h) {
+    lTot[h] = quadReduce(b, fin[2 + h], /*isMax=*/false);
+    live[h] = arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, lTot[h], zf);
+    inv[h] = arith::SelectOp::create(
+        b, live[h], arith::DivFOp::create(b, constF32(b, 1.0), lTot[h]), zf);
+  }
+  for (int64_t h = 0; h < 2; ++h) {
+    Value valid =
+        arith::CmpIOp::create(b, arith::CmpIPredicate::slt, rows[h], lq);
+    auto ifRow = scf::IfOp::create(b, valid, /*withElse=*/false);
+    OpBuilder::InsertionGuard gd(b);
+    b.setInsertionPointToStart(ifRow.thenBlock());
+    for (int64_t n8 = 0; n8 < Dv / 8; ++n8)
+      for (int64_t c = 0; c < 2; ++c) {
+        Value x = arith::MulFOp::create(b, fin[4 + 4 * n8 + 2 * h + c], inv[h]);
+        if (spec.oElem != f32)
+          x = arith::TruncFOp::create(b, spec.oElem, x);
+        Value col = arith::AddIOp::create(b, t2, constIdx(b, 8 * n8 + c));
+        memref::StoreOp::create(b, x, args.out, ValueRange{bh, rows[h], col});
+      }
+    if (args.lse) {
+      // lse = ln 2 · (m + log2 l), m the running max of log2 scores; one
+      // lane of the quad writes it.
+      Value first =
+          arith::CmpIOp::create(b, arith::CmpIPredicate::eq, t2, zero);
+      auto ifLane = scf::IfOp::create(b, first, /*withElse=*/false);
+      OpBuilder::InsertionGuard gl(b);
+      b.setInsertionPointToStart(ifLane.thenBlock());
+      Value log2L = LLVM::CallIntrinsicOp::create(
+                        b, f32, b.getStringAttr("llvm.nvvm.lg2.approx.f"),
+                        ValueRange{arith::SelectOp::create(
+                            b, live[h], lTot[h], constF32(b, 1.0))})
+                        .getResult(0);
+      Value val = arith::SelectOp::create(
+          b, live[h],
+          arith::MulFOp::create(b, arith::AddFOp::create(b, fin[h], log2L),
+                                constF32(b, std::log(2.0))),
+          negInf);
+      memref::StoreOp::create(b, val, args.lse, ValueRange{bh, rows[h]});
+    }
+  }
+  gpu::ReturnOp::create(b);
+  return fn;
+}
+
+LogicalResult gpu_lowering::lowerToMmaLaunch(AttentionOp op,
+                                             const OperandBuffers &bufs,
+                                             Value stream,
+                                             int64_t kernelIndex) {
+  std::string why;
+  if (!mmaKernelSupports(op, &why))
+    return op.emitOpError("convert-flash-to-gpu: ") << why;
+  FailureOr<MemrefKernelSpec> spec = memrefKernelSpec(op);
+  if (failed(spec))
+    return failure();
+  return lowerToMemrefLaunch(op, bufs, stream, kernelIndex, *spec,
+                             kRowsPerBlock, 32 * kWarps, buildMmaKernel);
+}
