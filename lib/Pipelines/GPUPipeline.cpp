@@ -30,6 +30,8 @@ void flash::buildFlashGPUPipeline(OpPassManager &pm,
   conv.stages = options.stages;
   conv.splitPV = options.splitPV;
   conv.overlap = options.overlap;
+  conv.deferPV = options.deferPV;
+  conv.pingpong = options.pingpong;
   conv.producerRegs = options.producerRegs;
   conv.consumerRegs = options.consumerRegs;
   conv.ctasPerSM = options.ctasPerSM;

@@ -8,7 +8,8 @@
 // PTX-LABEL: llvm.func @_mlir_ciface_attn(
 // PTX: gpu.binary @flash_attention_0
 // PTX-SAME: assembly = "
-// PTX-DAG: .maxntid 256, 1, 1
+// D = 64 without a mask: three consumer warpgroups of 64 rows + the producer.
+// PTX-DAG: .maxntid 512, 1, 1
 // PTX-DAG: setmaxnreg.dec.sync.aligned.u32
 // PTX-DAG: cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
 // PTX-DAG: setmaxnreg.inc.sync.aligned.u32

@@ -63,13 +63,23 @@ def ConvertFlashToGPUPass : Pass<"convert-flash-to-gpu", "::mlir::ModuleOp"> {
            "Key/value rows per tile (multiple of 16, at most 256)">,
     Option<"warpgroups", "warpgroups", "int64_t", /*default=*/"0",
            "Consumer warpgroups per CTA (block-m / 64); 0: block-m / 64">,
-    Option<"stages", "stages", "int64_t", /*default=*/"2",
-           "Depth of the K/V shared-memory ring">,
+    Option<"stages", "stages", "int64_t", /*default=*/"0",
+           "Depth of the K/V shared-memory ring; 0: 3 with defer-pv or "
+           "overlap, else 2">,
     Option<"splitPV", "split-pv", "bool", /*default=*/"false",
            "Issue PV as 64-column wgmmas instead of one Dv-wide wgmma">,
     Option<"overlap", "overlap", "bool", /*default=*/"false",
            "Software-pipeline the tile loop: QK of the next tile runs during "
            "the softmax of this one (needs stages >= 3)">,
+    Option<"deferPV", "defer-pv", "int64_t", /*default=*/"-1",
+           "Issue PV of the previous tile right behind QK of this one, so "
+           "that it runs during this tile's softmax (needs stages >= 3): "
+           "1 on, 0 off, -1 automatic (on when D or Dv > 64, no overlap, "
+           "stages 0 or >= 3, and three stages fit in shared memory)">,
+    Option<"pingpong", "pingpong", "bool", /*default=*/"false",
+           "Consumer warpgroups take turns issuing their GEMMs (named "
+           "barriers), so one's softmax overlaps the other's GEMMs; no "
+           "effect with one consumer warpgroup">,
     Option<"producerRegs", "producer-regs", "int64_t", /*default=*/"24",
            "setmaxnreg for the producer warpgroup (0: leave alone)">,
     Option<"consumerRegs", "consumer-regs", "int64_t", /*default=*/"240",

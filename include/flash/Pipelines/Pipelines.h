@@ -75,11 +75,18 @@ struct FlashGPUPipelineOptions
                              llvm::cl::desc("Consumer warpgroups per CTA (0: block-m / 64)"),
                              llvm::cl::init(0)};
   Option<int64_t> stages{*this, "stages",
-                         llvm::cl::desc("K/V shared-memory ring depth"),
-                         llvm::cl::init(2)};
+                         llvm::cl::desc("K/V shared-memory ring depth (0: auto)"),
+                         llvm::cl::init(0)};
   Option<bool> overlap{*this, "overlap",
                        llvm::cl::desc("Software-pipelined tile loop"),
                        llvm::cl::init(false)};
+  Option<int64_t> deferPV{*this, "defer-pv",
+                          llvm::cl::desc("PV of the previous tile behind QK of this one "
+                                         "(1 on, 0 off, -1 auto)"),
+                          llvm::cl::init(-1)};
+  Option<bool> pingpong{*this, "pingpong",
+                        llvm::cl::desc("Consumer warpgroups take turns on the tensor cores"),
+                        llvm::cl::init(false)};
   Option<bool> splitPV{*this, "split-pv",
                        llvm::cl::desc("64-column PV wgmmas"),
                        llvm::cl::init(false)};

@@ -29,6 +29,8 @@ struct ConvertFlashToGPUPass
     cfg.stages = stages;
     cfg.splitPV = splitPV;
     cfg.overlap = overlap;
+    cfg.deferPV = deferPV;
+    cfg.pingpong = pingpong;
     cfg.producerRegs = producerRegs;
     cfg.consumerRegs = consumerRegs;
     cfg.ctasPerSM = ctasPerSM;
@@ -67,10 +69,14 @@ struct ConvertFlashToGPUPass
         (cfg.blockM > 0 && cfg.consumerWarpgroups > 0 &&
          cfg.blockM != 64 * cfg.consumerWarpgroups) ||
         cfg.blockN < 16 || cfg.blockN > 256 || cfg.blockN % 16 != 0 ||
-        cfg.stages < 1 || (cfg.overlap && cfg.stages < 3)) {
+        cfg.stages < 0 || cfg.deferPV < -1 || cfg.deferPV > 1 ||
+        ((cfg.overlap || cfg.deferPV == 1) && cfg.stages > 0 &&
+         cfg.stages < 3) ||
+        (cfg.overlap && (cfg.deferPV == 1 || cfg.pingpong))) {
       module.emitError("convert-flash-to-gpu: need block-m = 64 * warpgroups (0: automatic), "
                        "block-n a multiple of 16 in [16, 256], stages >= 1 "
-                       "(>= 3 with overlap)");
+                       "(>= 3 with overlap or defer-pv; 0: automatic), defer-pv "
+                       "in {-1, 0, 1}, and overlap without defer-pv or pingpong");
       return signalPassFailure();
     }
 

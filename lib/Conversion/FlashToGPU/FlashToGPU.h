@@ -22,9 +22,11 @@ struct KernelConfig {
   int64_t blockM = 128;
   int64_t blockN = 128;
   int64_t consumerWarpgroups = 2;
-  int64_t stages = 2;
+  int64_t stages = 2; // 0: automatic
   bool splitPV = false;
   bool overlap = false;
+  int64_t deferPV = 0; // -1: automatic, then 0 or 1
+  bool pingpong = false;
   int64_t producerRegs = 24;
   int64_t consumerRegs = 240;
   int64_t ctasPerSM = 1;

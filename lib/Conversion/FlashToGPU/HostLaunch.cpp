@@ -58,16 +58,25 @@ static Value dataPointer(ImplicitLocOpBuilder &b, Value m) {
 
 static bool isSupportedHeadDim(int64_t d) { return d == 64 || d == 128; }
 
-/// Fills in the automatic (0) knobs for one op. Small head dims make the
-/// softmax the larger share of the work, so D, Dv <= 64 take one consumer
-/// warpgroup per CTA and two CTAs per SM (one CTA's prologue and epilogue
-/// overlap the other's tiles); the register split is then capped so that
-/// both CTAs fit in the 64K-register file. Measured in bench/NOTES.md.
-static KernelConfig resolveConfig(KernelConfig cfg, int64_t d, int64_t dv) {
+/// Fills in the automatic (0 / -1) knobs for one op; measured in
+/// bench/NOTES.md. Small head dims make the softmax the larger share of the
+/// work. D, Dv <= 64 with a causal/window mask take one consumer warpgroup per
+/// CTA and two CTAs per SM (one CTA's prologue and epilogue overlap the
+/// other's tiles, and 64-row query blocks waste little of the diagonal tiles);
+/// the register split is then capped so that both CTAs fit in the 64K-register
+/// file. Without such a mask they take FA3's tile: 192 query rows on three
+/// consumer warpgroups (+6-16 % from N = 2k, -5 % at N = 1k, run 13; with a
+/// causal mask it lost up to 20 % below N = 8k). A score_mod keeps the older
+/// tiles: its index arithmetic and capture loads make the 192-row tile (160
+/// registers per thread) and the deferred PV spill, and neither was measured.
+static KernelConfig resolveConfig(KernelConfig cfg, int64_t d, int64_t dv,
+                                  bool structuredMask, bool scoreMod) {
+  bool small = d <= 64 && dv <= 64;
   if (cfg.blockM == 0)
     cfg.blockM = cfg.consumerWarpgroups > 0 ? 64 * cfg.consumerWarpgroups
-                 : (d <= 64 && dv <= 64)    ? 64
-                                            : 128;
+                 : !small                   ? 128
+                 : structuredMask || scoreMod ? 64
+                                              : 192;
   if (cfg.consumerWarpgroups == 0)
     cfg.consumerWarpgroups = cfg.blockM / 64;
   if (cfg.ctasPerSM == 0)
@@ -77,6 +86,19 @@ static KernelConfig resolveConfig(KernelConfig cfg, int64_t d, int64_t dv) {
     int64_t cap = (budget / cfg.consumerWarpgroups) / 8 * 8;
     cfg.consumerRegs = std::min(cfg.consumerRegs, std::min<int64_t>(cap, 256));
   }
+  // Deferred PV measured +7-24 % over the serial loop at D = 128 without a
+  // mask and -2..+7 % with a causal one; at D = 64 (one consumer warpgroup,
+  // two CTAs per SM) it was up to 6 % slower. It needs a third K/V stage, which
+  // must fit next to Q in the 227 KB a CTA may have.
+  if (cfg.deferPV < 0) {
+    int64_t threeStages = 1024 + 2 * cfg.blockM * d +
+                          3 * 2 * cfg.blockN * (d + dv) + 8 * 7;
+    bool fits = threeStages * cfg.ctasPerSM <= 232448;
+    cfg.deferPV = (d > 64 || dv > 64) && !scoreMod && !cfg.overlap && fits &&
+                  (cfg.stages == 0 || cfg.stages >= 3);
+  }
+  if (cfg.stages == 0)
+    cfg.stages = cfg.deferPV || cfg.overlap ? 3 : 2;
   return cfg;
 }
 
@@ -219,7 +241,10 @@ LogicalResult gpu_lowering::lowerToLaunch(AttentionOp op,
   Value q = bufs.q, k = bufs.k, v = bufs.v, o = bufs.out, lse = bufs.lse;
   ArrayRef<Value> captures = bufs.captures;
 
-  KernelConfig cfg = resolveConfig(cfgIn, d, dv);
+  KernelConfig cfg =
+      resolveConfig(cfgIn, d, dv,
+                    op.getMaskOrNone() && !op.getMaskOrNone().isNone(),
+                    op.hasScoreMod());
   KernelSpec spec;
   spec.elemType = elem;
   spec.headDim = d;

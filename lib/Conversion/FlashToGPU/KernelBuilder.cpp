@@ -6,7 +6,10 @@
 // mbarrier (TMA transaction bytes) and an "empty" mbarrier (one arrival per
 // consumer warp). Warpgroups 1..n are consumers, 64 query rows each: per
 // tile, S = QKᵀ by wgmma from shared memory, online softmax on the
-// registers, O = alpha·O + PV by wgmma with P from registers.
+// registers, O = alpha·O + PV by wgmma with P from registers. The tile loop
+// comes in three schedules: serial, deferred PV (PV of tile t-1 under the
+// softmax of tile t) and the older QK look-ahead (`overlap`); ping-pong
+// orders the consumer warpgroups' GEMM issues in any but the last.
 //
 //===----------------------------------------------------------------------===//
 #include "FlashToGPU.h"
@@ -379,37 +382,190 @@ static void buildConsumer(ImplicitLocOpBuilder &b, KernelEnv &env,
     return sv;
   };
 
-  SmallVector<Value> inits;
+  // Ping-pong between consumer warpgroups: warpgroup c issues its GEMMs only
+  // after warpgroup c-1 issued its own (named barrier 1+c, counted over the
+  // two warpgroups that meet there). Without it all warpgroups wait on the
+  // same full barrier, issue together, share the tensor cores, and then all
+  // do their softmax while the tensor cores idle; in turn, one warpgroup's
+  // softmax runs under the other's GEMMs.
+  int64_t nWG = cfg.consumerWarpgroups;
+  bool pingpong = cfg.pingpong && nWG > 1;
+  Value ppThreads, ppOwn, ppNext;
+  if (pingpong) {
+    ppThreads = constI32(b, 256);
+    Value cI = toI32(b, c);
+    ppOwn = arith::AddIOp::create(b, cI, constI32(b, 1));
+    ppNext = arith::AddIOp::create(
+        b, arith::RemUIOp::create(b, ppOwn, constI32(b, nWG)),
+        constI32(b, 1));
+    // Nobody precedes the first warpgroup's first turn: it opens it itself.
+    Value first =
+        arith::CmpIOp::create(b, arith::CmpIPredicate::eq, c, constIdx(b, 0));
+    auto ifFirst = scf::IfOp::create(b, first, /*withElse=*/false);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(ifFirst.thenBlock());
+    NVVM::BarrierArriveOp::create(b, ppOwn, ppThreads);
+  }
+  auto waitTurn = [&] {
+    if (pingpong)
+      NVVM::BarrierOp::create(b, Type(), ppOwn, ppThreads,
+                              NVVM::BarrierReductionAttr(), Value());
+  };
+  auto passTurn = [&] {
+    if (pingpong)
+      NVVM::BarrierArriveOp::create(b, ppNext, ppThreads);
+  };
+
+  // The tile loop over [from, tEnd): O, the row state and `extra` values
+  // are carried; the builder is left at the start of the body.
+  struct TileIter {
+    scf::ForOp loop;
+    Value t;
+    SmallVector<Value> O;
+    RowState st;
+    SmallVector<Value> extra;
+  };
+  auto openLoop = [&](Value from, ArrayRef<Value> O0, const RowState &st0,
+                      ArrayRef<Value> extra0) {
+    SmallVector<Value> init(O0.begin(), O0.end());
+    init.append({st0.m[0], st0.m[1], st0.l[0], st0.l[1]});
+    init.append(extra0.begin(), extra0.end());
+    TileIter it;
+    it.loop = scf::ForOp::create(b, from, env.tEnd, constIdx(b, 1), init);
+    b.setInsertionPointToStart(it.loop.getBody());
+    it.t = it.loop.getInductionVar();
+    auto iter = it.loop.getRegionIterArgs();
+    it.O.assign(iter.begin(), iter.begin() + chunks);
+    it.st = RowState{{iter[chunks], iter[chunks + 1]},
+                     {iter[chunks + 2], iter[chunks + 3]}};
+    it.extra.assign(iter.begin() + chunks + 4, iter.end());
+    return it;
+  };
+  // Yields and leaves the builder after the loop; returns its results.
+  auto closeLoop = [&](TileIter &it, ArrayRef<Value> O, const RowState &st,
+                       ArrayRef<Value> extra) {
+    SmallVector<Value> yields(O.begin(), O.end());
+    yields.append({st.m[0], st.m[1], st.l[0], st.l[1]});
+    yields.append(extra.begin(), extra.end());
+    scf::YieldOp::create(b, yields);
+    b.setInsertionPointAfter(it.loop);
+    return SmallVector<Value>(it.loop.getResults());
+  };
+  auto fenceAll = [&](SmallVector<Value> &O) {
+    for (Value &o : O)
+      o = fenceRegisters(b, o);
+  };
+
+  SmallVector<Value> O0;
   for (int64_t k = 0; k < chunks; ++k)
-    inits.push_back(LLVM::ZeroOp::create(b, oType));
-  inits.append({negInf, negInf, fzero, fzero});
+    O0.push_back(LLVM::ZeroOp::create(b, oType));
+  RowState st0{{negInf, negInf}, {fzero, fzero}};
   Value one = constIdx(b, 1);
   SmallVector<Value> res;
 
-  if (!cfg.overlap) {
-    auto loop = scf::ForOp::create(b, env.tBegin, env.tEnd, one, inits);
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPointToStart(loop.getBody());
-    Value t = loop.getInductionVar();
-    auto iter = loop.getRegionIterArgs();
-    SmallVector<Value> O(iter.begin(), iter.begin() + chunks);
-    RowState st{{iter[chunks], iter[chunks + 1]},
-                {iter[chunks + 2], iter[chunks + 3]}};
+  if (cfg.deferPV) {
+    // FA3's order: PV of tile t-1 is issued right behind QK of tile t and
+    // runs during the softmax of tile t. Only P_{t-1} (BN/4 packed
+    // registers) crosses an iteration, not a second S accumulator. A slot
+    // is released once PV of its tile completed, one iteration late, hence
+    // stages >= 3.
+    Value nonEmpty = arith::CmpIOp::create(b, arith::CmpIPredicate::slt,
+                                           env.tBegin, env.tEnd);
+    int64_t nP = BN / 4;
+    Type i32 = b.getI32Type();
+    SmallVector<Type> proTypes(chunks, oType);
+    proTypes.append(4, f32);
+    proTypes.append(nP, i32);
+    auto pro = scf::IfOp::create(b, proTypes, nonEmpty, /*withElse=*/true);
+    {
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(pro.thenBlock());
+      Value s = waitFull(env.tBegin);
+      waitTurn();
+      Value acc = issueQK(s);
+      passTurn();
+      NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
+      SmallVector<Value> sv = extract(fenceRegisters(b, acc));
+      RowState st = st0;
+      (void)softmax(env.tBegin, sv, st); // O is still zero: nothing to rescale
+      SmallVector<Value> yields(O0);
+      yields.append({st.m[0], st.m[1], st.l[0], st.l[1]});
+      for (Value p : packA(b, sv, elem))
+        yields.push_back(p);
+      scf::YieldOp::create(b, yields);
+      b.setInsertionPointToStart(pro.elseBlock());
+      SmallVector<Value> none(O0);
+      none.append({negInf, negInf, fzero, fzero});
+      Value undefI32 = LLVM::UndefOp::create(b, i32);
+      none.append(nP, undefI32);
+      scf::YieldOp::create(b, none);
+    }
+    auto pr = pro.getResults();
+    SmallVector<Value> proO(pr.begin(), pr.begin() + chunks);
+    RowState proSt{{pr[chunks], pr[chunks + 1]}, {pr[chunks + 2], pr[chunks + 3]}};
+    SmallVector<Value> proP(pr.begin() + chunks + 4, pr.end());
+
+    TileIter it =
+        openLoop(idxAdd(b, env.tBegin, one), proO, proSt, proP);
+    {
+      Value t = it.t;
+      SmallVector<Value> O = it.O;
+      RowState st = it.st;
+      Value tPrev = arith::SubIOp::create(b, t, one);
+      Value s = waitFull(t);
+      waitTurn();
+      Value acc = issueQK(s);
+      issuePV(O, it.extra, slotOf(tPrev).first);
+      passTurn();
+      // S_t is complete; PV_{t-1} may still run.
+      NVVM::WgmmaWaitGroupSyncOp::create(b, 1);
+      SmallVector<Value> sv = extract(fenceRegisters(b, acc));
+      std::array<Value, 2> alpha = softmax(t, sv, st);
+      NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
+      fenceAll(O);
+      release(tPrev);
+      rescale(O, alpha);
+      SmallVector<Value> P = packA(b, sv, elem);
+      res = closeLoop(it, O, st, P);
+    }
+    // PV of the last tile.
+    SmallVector<Type> oTypes(chunks, oType);
+    auto epi = scf::IfOp::create(b, oTypes, nonEmpty, /*withElse=*/true);
+    {
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(epi.thenBlock());
+      SmallVector<Value> O(res.begin(), res.begin() + chunks);
+      SmallVector<Value> P(res.begin() + chunks + 4, res.end());
+      Value tLast = arith::SubIOp::create(b, env.tEnd, one);
+      waitTurn();
+      issuePV(O, P, slotOf(tLast).first);
+      passTurn();
+      NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
+      fenceAll(O);
+      release(tLast);
+      scf::YieldOp::create(b, O);
+      b.setInsertionPointToStart(epi.elseBlock());
+      scf::YieldOp::create(b, ArrayRef<Value>(res).take_front(chunks));
+    }
+    for (int64_t k = 0; k < chunks; ++k)
+      res[k] = epi.getResult(k);
+  } else if (!cfg.overlap) {
+    TileIter it = openLoop(env.tBegin, O0, st0, {});
+    Value t = it.t;
+    SmallVector<Value> O = it.O;
+    RowState st = it.st;
     Value s = waitFull(t);
+    waitTurn();
     Value acc = issueQK(s);
+    passTurn();
     NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
     SmallVector<Value> sv = extract(acc);
     std::array<Value, 2> alpha = softmax(t, sv, st);
     rescale(O, alpha);
-    SmallVector<Value> aRegs = packA(b, sv, elem);
-    issuePV(O, aRegs, s);
+    issuePV(O, packA(b, sv, elem), s);
     NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
     release(t);
-    SmallVector<Value> yields(O.begin(), O.end());
-    yields.append({st.m[0], st.m[1], st.l[0], st.l[1]});
-    scf::YieldOp::create(b, yields);
-    b.setInsertionPointAfter(loop);
-    res.assign(loop.getResults().begin(), loop.getResults().end());
+    res = closeLoop(it, O, st, {});
   } else {
     // Software pipeline: QK of tile t+1 runs on the tensor cores while this
     // warpgroup does the softmax of tile t, and PV of tile t runs while the
@@ -426,64 +582,48 @@ static void buildConsumer(ImplicitLocOpBuilder &b, KernelEnv &env,
       b.setInsertionPointToStart(pro.elseBlock());
       scf::YieldOp::create(b, Value(LLVM::UndefOp::create(b, sType)));
     }
-    inits.push_back(pro.getResult(0));
-    auto loop = scf::ForOp::create(b, env.tBegin, env.tEnd, one, inits);
+    TileIter it = openLoop(env.tBegin, O0, st0, {pro.getResult(0)});
+    Value t = it.t;
+    SmallVector<Value> O = it.O;
+    RowState st = it.st;
+    Value sCur = it.extra[0];
+    Value tNext = idxAdd(b, t, one);
+    Value hasNext =
+        arith::CmpIOp::create(b, arith::CmpIPredicate::slt, tNext, env.tEnd);
+    auto next = scf::IfOp::create(b, TypeRange{sType}, hasNext, true);
     {
-      OpBuilder::InsertionGuard g(b);
-      b.setInsertionPointToStart(loop.getBody());
-      Value t = loop.getInductionVar();
-      auto iter = loop.getRegionIterArgs();
-      SmallVector<Value> O(iter.begin(), iter.begin() + chunks);
-      RowState st{{iter[chunks], iter[chunks + 1]},
-                  {iter[chunks + 2], iter[chunks + 3]}};
-      Value sCur = iter[chunks + 4];
-      Value tNext = idxAdd(b, t, one);
-      Value hasNext = arith::CmpIOp::create(b, arith::CmpIPredicate::slt,
-                                            tNext, env.tEnd);
-      auto next = scf::IfOp::create(b, TypeRange{sType}, hasNext, true);
-      {
-        OpBuilder::InsertionGuard g2(b);
-        b.setInsertionPointToStart(next.thenBlock());
-        Value s = waitFull(tNext);
-        Value acc = issueQK(s);
-        // Everything but the QK just issued: S_t and PV_{t-1}.
-        NVVM::WgmmaWaitGroupSyncOp::create(b, 1);
-        scf::YieldOp::create(b, acc);
-        b.setInsertionPointToStart(next.elseBlock());
-        NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
-        scf::YieldOp::create(b, Value(LLVM::UndefOp::create(b, sType)));
-      }
-      // Keep reads of S_t and O after the wait.
-      sCur = fenceRegisters(b, sCur);
-      for (Value &o : O)
-        o = fenceRegisters(b, o);
-      Value i = arith::SubIOp::create(b, t, env.tBegin);
-      Value hasPrev =
-          arith::CmpIOp::create(b, arith::CmpIPredicate::sgt, i,
-                                constIdx(b, 0));
-      auto ifPrev = scf::IfOp::create(b, hasPrev, /*withElse=*/false);
-      {
-        OpBuilder::InsertionGuard g2(b);
-        b.setInsertionPointToStart(ifPrev.thenBlock());
-        release(arith::SubIOp::create(b, t, one));
-      }
-      SmallVector<Value> sv = extract(sCur);
-      std::array<Value, 2> alpha = softmax(t, sv, st);
-      rescale(O, alpha);
-      SmallVector<Value> aRegs = packA(b, sv, elem);
-      auto [s, parity] = slotOf(t);
-      (void)parity;
-      issuePV(O, aRegs, s);
-      SmallVector<Value> yields(O.begin(), O.end());
-      yields.append({st.m[0], st.m[1], st.l[0], st.l[1], next.getResult(0)});
-      scf::YieldOp::create(b, yields);
+      OpBuilder::InsertionGuard g2(b);
+      b.setInsertionPointToStart(next.thenBlock());
+      Value s = waitFull(tNext);
+      Value acc = issueQK(s);
+      // Everything but the QK just issued: S_t and PV_{t-1}.
+      NVVM::WgmmaWaitGroupSyncOp::create(b, 1);
+      scf::YieldOp::create(b, acc);
+      b.setInsertionPointToStart(next.elseBlock());
+      NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
+      scf::YieldOp::create(b, Value(LLVM::UndefOp::create(b, sType)));
     }
+    // Keep reads of S_t and O after the wait.
+    sCur = fenceRegisters(b, sCur);
+    fenceAll(O);
+    Value i = arith::SubIOp::create(b, t, env.tBegin);
+    Value hasPrev =
+        arith::CmpIOp::create(b, arith::CmpIPredicate::sgt, i, constIdx(b, 0));
+    auto ifPrev = scf::IfOp::create(b, hasPrev, /*withElse=*/false);
+    {
+      OpBuilder::InsertionGuard g2(b);
+      b.setInsertionPointToStart(ifPrev.thenBlock());
+      release(arith::SubIOp::create(b, t, one));
+    }
+    SmallVector<Value> sv = extract(sCur);
+    std::array<Value, 2> alpha = softmax(t, sv, st);
+    rescale(O, alpha);
+    issuePV(O, packA(b, sv, elem), slotOf(t).first);
+    res = closeLoop(it, O, st, {next.getResult(0)});
     NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
-    res.assign(loop.getResults().begin(), loop.getResults().end());
     for (int64_t k = 0; k < chunks; ++k)
       res[k] = fenceRegisters(b, res[k]);
   }
-
   // Epilogue: O / l, stored straight from registers; rows past Lq skipped.
   Value mFin[2] = {res[chunks], res[chunks + 1]};
   Value lFin[2] = {quadReduce(b, res[chunks + 2], false),
