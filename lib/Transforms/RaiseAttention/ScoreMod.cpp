@@ -14,6 +14,8 @@
 //===----------------------------------------------------------------------===//
 #include "RaiseAttentionImpl.h"
 
+#include "mlir/Dialect/Affine/Utils.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Matchers.h"
@@ -377,10 +379,9 @@ static const Node *firstUnsupported(const Node *n) {
   case Node::Kind::Reduce:
     return n;
   case Node::Kind::Read:
-    for (AffineExpr e : n->map.getResults())
-      if (!isa<AffineDimExpr, AffineConstantExpr>(e))
-        return n;
-    return nullptr;
+    // Any symbol-free affine index (e.g. b floordiv H after a head split of
+    // the scores) is computed in the region.
+    return n->map.getNumSymbols() == 0 ? nullptr : n;
   default:
     break;
   }
@@ -518,12 +519,18 @@ LogicalResult raise::buildScoreModRegion(RewriterBase &rewriter,
         break;
       case Node::Kind::Read: {
         SmallVector<Value> idx;
+        SmallVector<Value> dims;
+        for (unsigned d = 0; d < rank; ++d)
+          dims.push_back(block->getArgument(1 + d));
         for (AffineExpr e : n->map.getResults()) {
           if (auto d = dyn_cast<AffineDimExpr>(e))
             idx.push_back(block->getArgument(1 + d.getPosition()));
+          else if (auto c = dyn_cast<AffineConstantExpr>(e))
+            idx.push_back(
+                arith::ConstantIndexOp::create(rewriter, loc, c.getValue()));
           else
-            idx.push_back(arith::ConstantIndexOp::create(
-                rewriter, loc, cast<AffineConstantExpr>(e).getValue()));
+            idx.push_back(
+                affine::expandAffineExpr(rewriter, loc, e, dims, {}));
         }
         v = tensor::ExtractOp::create(rewriter, loc, captureArg(n->value),
                                       idx);

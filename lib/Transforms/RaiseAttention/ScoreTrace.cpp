@@ -100,22 +100,42 @@ viewThroughExpand(tensor::ExpandShapeOp op, AffineMap resultView) {
   return AffineMap::get(resultView.getNumDims(), 0, src, ctx);
 }
 
+/// A group of several non-unit dims is delinearised (static sizes only):
+/// this is how a head split of the scores ([B*H, ..] viewed as [B, H, ..],
+/// PyTorch's view round-trip around a mask add) stays traceable; the
+/// matching expand on the other side recombines to the plain index.
 static FailureOr<AffineMap>
 viewThroughCollapse(tensor::CollapseShapeOp op, AffineMap resultView) {
   auto srcTy = op.getSrcType();
   SmallVector<AffineExpr> src;
   MLIRContext *ctx = op.getContext();
+  unsigned nd = resultView.getNumDims();
   for (auto [c, group] : llvm::enumerate(op.getReassociationIndices())) {
     int nonUnit = 0;
     for (int64_t s : group)
       nonUnit += srcTy.getDimSize(s) != 1;
-    if (nonUnit > 1)
+    if (nonUnit > 1 && llvm::any_of(group, [&](int64_t s) {
+          return ShapedType::isDynamic(srcTy.getDimSize(s));
+        }))
       return failure();
-    for (int64_t s : group)
-      src.push_back(srcTy.getDimSize(s) == 1 ? getAffineConstantExpr(0, ctx)
-                                             : resultView.getResult(c));
+    AffineExpr r = resultView.getResult(c);
+    int64_t inner = 1; // product of the sizes right of the current dim
+    SmallVector<AffineExpr> exprs(group.size());
+    for (int64_t k = group.size() - 1; k >= 0; --k) {
+      int64_t size = srcTy.getDimSize(group[k]);
+      if (size == 1) {
+        exprs[k] = getAffineConstantExpr(0, ctx);
+        continue;
+      }
+      AffineExpr e = nonUnit == 1 ? r : r.floorDiv(inner);
+      if (nonUnit > 1 && k > 0)
+        e = e % size;
+      exprs[k] = simplifyAffineExpr(e, nd, 0);
+      inner *= size;
+    }
+    src.append(exprs.begin(), exprs.end());
   }
-  return AffineMap::get(resultView.getNumDims(), 0, src, ctx);
+  return AffineMap::get(nd, 0, src, ctx);
 }
 
 Node *ScoreTracer::trace(Value v, AffineMap view) {

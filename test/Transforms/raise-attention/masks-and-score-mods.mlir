@@ -427,3 +427,41 @@ func.func @sliding_window_index_compares(%q: tensor<2x10x16xf32>, %k: tensor<2x1
   %o = linalg.batch_matmul ins(%p, %v : tensor<2x10x12xf32>, tensor<2x12x8xf32>) outs(%pv_f : tensor<2x10x8xf32>) -> tensor<2x10x8xf32>
   return %o : tensor<2x10x8xf32>
 }
+
+// -----
+
+// CHECK-LABEL: func @head_split_of_scores_around_mask_add
+// CHECK-SAME: %[[M:[a-z0-9]+]]: tensor<2x1x10x12xf32>)
+// CHECK: flash.attention ins(%{{.+}}, %{{.+}}, %{{.+}} : tensor<6x10x16xf32>, tensor<6x12x16xf32>, tensor<6x12x8xf32>)
+// CHECK-SAME: captures(%[[M]] : tensor<2x1x10x12xf32>) scale(0.25) score_mod
+// CHECK: arith.divsi %{{.+}}, %c3
+// CHECK: tensor.extract
+// CHECK-NOT: tensor.collapse_shape
+// Inductor pattern 24: bmm on [B*H, L, D], the scores viewed as [B, H, Lq,
+// Lk] for a per-batch mask add and viewed back. The non-unit collapse is
+// traced as a head split: the mask is read at batch (b*H + h) floordiv H.
+func.func @head_split_of_scores_around_mask_add(%q: tensor<6x10x16xf32>, %k: tensor<6x12x16xf32>, %v: tensor<6x12x8xf32>, %mask: tensor<2x1x10x12xf32>) -> tensor<6x10x8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %qk_e = tensor.empty() : tensor<6x10x12xf32>
+  %qk_f = linalg.fill ins(%zero : f32) outs(%qk_e : tensor<6x10x12xf32>) -> tensor<6x10x12xf32>
+  %s = linalg.batch_matmul indexing_maps = [
+      affine_map<(b, i, j, d) -> (b, i, d)>, affine_map<(b, i, j, d) -> (b, j, d)>,
+      affine_map<(b, i, j, d) -> (b, i, j)>]
+      ins(%q, %k : tensor<6x10x16xf32>, tensor<6x12x16xf32>) outs(%qk_f : tensor<6x10x12xf32>) -> tensor<6x10x12xf32>
+  %s4 = tensor.expand_shape %s [[0, 1], [2], [3]] output_shape [2, 3, 10, 12] : tensor<6x10x12xf32> into tensor<2x3x10x12xf32>
+  %m_e = tensor.empty() : tensor<2x3x10x12xf32>
+  %sm4 = linalg.generic {indexing_maps = [affine_map<(a, b, c, d) -> (a, b, c, d)>, affine_map<(a, b, c, d) -> (a, 0, c, d)>, affine_map<(a, b, c, d) -> (a, b, c, d)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%s4, %mask : tensor<2x3x10x12xf32>, tensor<2x1x10x12xf32>) outs(%m_e : tensor<2x3x10x12xf32>) {
+  ^bb0(%x: f32, %m: f32, %o: f32):
+    %c = arith.constant 0.25 : f32
+    %y = arith.mulf %x, %c : f32
+    %z = arith.addf %y, %m : f32
+    linalg.yield %z : f32
+  } -> tensor<2x3x10x12xf32>
+  %sm = tensor.collapse_shape %sm4 [[0, 1], [2], [3]] : tensor<2x3x10x12xf32> into tensor<6x10x12xf32>
+  %softmax_e = tensor.empty() : tensor<6x10x12xf32>
+  %p = linalg.softmax dimension(2) ins(%sm : tensor<6x10x12xf32>) outs(%softmax_e : tensor<6x10x12xf32>) -> tensor<6x10x12xf32>
+  %pv_e = tensor.empty() : tensor<6x10x8xf32>
+  %pv_f = linalg.fill ins(%zero : f32) outs(%pv_e : tensor<6x10x8xf32>) -> tensor<6x10x8xf32>
+  %o = linalg.batch_matmul ins(%p, %v : tensor<6x10x12xf32>, tensor<6x12x8xf32>) outs(%pv_f : tensor<6x10x8xf32>) -> tensor<6x10x8xf32>
+  return %o : tensor<6x10x8xf32>
+}

@@ -1014,3 +1014,38 @@ func.func @tosa_int8_table_lookup_not_softmax(%q: tensor<2x10x16xi8>, %k: tensor
   %e = tosa.table %s16, %tbl : (tensor<2x10x12xi16>, tensor<513xi16>) -> tensor<2x10x12xi32>
   return %e : tensor<2x10x12xi32>
 }
+
+// -----
+
+// CHECK-LABEL: func @head_split_transposed_between
+// The scores viewed as [B, H, ..] are transposed to [H, B, ..] before being
+// collapsed back: softmax row r belongs to score batch (r mod B)*H + r/B,
+// not r. The traced head split exposes the permuted read and refuses.
+func.func @head_split_transposed_between(%q: tensor<6x10x16xf32>, %k: tensor<6x12x16xf32>, %v: tensor<6x12x8xf32>, %mask: tensor<2x1x10x12xf32>) -> tensor<6x10x8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %qk_e = tensor.empty() : tensor<6x10x12xf32>
+  %qk_f = linalg.fill ins(%zero : f32) outs(%qk_e : tensor<6x10x12xf32>) -> tensor<6x10x12xf32>
+  // expected-remark @+1 {{attention not raised: the scores of the first matmul are broadcast or sliced on the way to the softmax}}
+  %s = linalg.batch_matmul indexing_maps = [
+      affine_map<(b, i, j, d) -> (b, i, d)>, affine_map<(b, i, j, d) -> (b, j, d)>,
+      affine_map<(b, i, j, d) -> (b, i, j)>]
+      ins(%q, %k : tensor<6x10x16xf32>, tensor<6x12x16xf32>) outs(%qk_f : tensor<6x10x12xf32>) -> tensor<6x10x12xf32>
+  %s4 = tensor.expand_shape %s [[0, 1], [2], [3]] output_shape [2, 3, 10, 12] : tensor<6x10x12xf32> into tensor<2x3x10x12xf32>
+  %t_e = tensor.empty() : tensor<3x2x10x12xf32>
+  %s4t = linalg.transpose ins(%s4 : tensor<2x3x10x12xf32>) outs(%t_e : tensor<3x2x10x12xf32>) permutation = [1, 0, 2, 3]
+  %m_e = tensor.empty() : tensor<3x2x10x12xf32>
+  %sm4 = linalg.generic {indexing_maps = [affine_map<(a, b, c, d) -> (a, b, c, d)>, affine_map<(a, b, c, d) -> (b, 0, c, d)>, affine_map<(a, b, c, d) -> (a, b, c, d)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%s4t, %mask : tensor<3x2x10x12xf32>, tensor<2x1x10x12xf32>) outs(%m_e : tensor<3x2x10x12xf32>) {
+  ^bb0(%x: f32, %m: f32, %o: f32):
+    %c = arith.constant 0.25 : f32
+    %y = arith.mulf %x, %c : f32
+    %z = arith.addf %y, %m : f32
+    linalg.yield %z : f32
+  } -> tensor<3x2x10x12xf32>
+  %sm = tensor.collapse_shape %sm4 [[0, 1], [2], [3]] : tensor<3x2x10x12xf32> into tensor<6x10x12xf32>
+  %softmax_e = tensor.empty() : tensor<6x10x12xf32>
+  %p = linalg.softmax dimension(2) ins(%sm : tensor<6x10x12xf32>) outs(%softmax_e : tensor<6x10x12xf32>) -> tensor<6x10x12xf32>
+  %pv_e = tensor.empty() : tensor<6x10x8xf32>
+  %pv_f = linalg.fill ins(%zero : f32) outs(%pv_e : tensor<6x10x8xf32>) -> tensor<6x10x8xf32>
+  %o = linalg.batch_matmul ins(%p, %v : tensor<6x10x12xf32>, tensor<6x12x8xf32>) outs(%pv_f : tensor<6x10x8xf32>) -> tensor<6x10x8xf32>
+  return %o : tensor<6x10x8xf32>
+}
