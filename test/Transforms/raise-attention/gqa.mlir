@@ -9,6 +9,7 @@
 // CHECK-LABEL: func @gqa_repeat_interleave_broadcast
 // CHECK-SAME: (%[[Q:.+]]: tensor<2x6x10x16xf32>, %[[K:.+]]: tensor<2x2x12x16xf32>, %[[V:.+]]: tensor<2x2x12x8xf32>)
 // CHECK: flash.attention ins(%[[Q]], %[[K]], %[[V]] : tensor<2x6x10x16xf32>, tensor<2x2x12x16xf32>, tensor<2x2x12x8xf32>)
+// CHECK-SAME: outs(%{{.+}} : tensor<2x6x10x8xf32>) scale(1.0) -> tensor<2x6x10x8xf32>
 // CHECK-NOT: linalg.broadcast
 // GQA: K/V heads repeat-interleaved (linalg.broadcast + collapse_shape), read
 // through transposed indexing maps: 6 query heads share 2 KV heads.
