@@ -11,7 +11,6 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
-#include "mlir/IR/IRMapping.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace mlir::flash {
@@ -158,18 +157,10 @@ struct Decomposer {
               SmallVector<Value> idx;
               for (int64_t dim = 0; dim < sRank; ++dim)
                 idx.push_back(linalg::IndexOp::create(nested, l, dim));
-              if (op.hasScoreMod()) {
-                Block &body = op.getScoreMod().front();
-                IRMapping mapping;
-                mapping.map(body.getArgument(0), s);
-                for (int64_t dim = 0; dim < sRank; ++dim)
-                  mapping.map(body.getArgument(1 + dim), idx[dim]);
-                for (auto [k, capture] : llvm::enumerate(op.getCaptures()))
-                  mapping.map(body.getArgument(1 + sRank + k), capture);
-                for (Operation &inner : body.without_terminator())
-                  nested.clone(inner, mapping);
-                s = mapping.lookup(body.getTerminator()->getOperand(0));
-              }
+              if (op.hasScoreMod())
+                s = buildScoreMod(nested, op, s,
+                                  ArrayRef<Value>(idx).take_front(nb),
+                                  idx[nb], idx[nb + 1]);
               if (Value allowed = buildMaskPredicate(nested, l, mask, idx[nb],
                                                      idx[nb + 1], lq, lk)) {
                 Value ninf = arith::ConstantOp::create(

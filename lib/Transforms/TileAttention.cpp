@@ -15,7 +15,6 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
-#include "mlir/IR/IRMapping.h"
 
 #include <limits>
 
@@ -387,18 +386,7 @@ OnlineState Tiler::emitKvStep(Value j0, OnlineState state, bool masked) {
                 ob, l, i, arith::SubIOp::create(ob, l, lq, one).getResult());
             Value jc = arith::MinSIOp::create(
                 ob, l, j, arith::SubIOp::create(ob, l, lk, one).getResult());
-            Block &body = op.getScoreMod().front();
-            IRMapping mapping;
-            mapping.map(body.getArgument(0), x);
-            for (int64_t d = 0; d < nb; ++d)
-              mapping.map(body.getArgument(1 + d), qBatch[d]);
-            mapping.map(body.getArgument(1 + nb), ic);
-            mapping.map(body.getArgument(2 + nb), jc);
-            for (auto [k, capture] : llvm::enumerate(op.getCaptures()))
-              mapping.map(body.getArgument(3 + nb + k), capture);
-            for (Operation &inner : body.without_terminator())
-              ob.clone(inner, mapping);
-            x = mapping.lookup(body.getTerminator()->getOperand(0));
+            x = buildScoreMod(ob, op, x, qBatch, ic, jc);
           }
           if (masked) {
             Value allowed = arith::CmpIOp::create(

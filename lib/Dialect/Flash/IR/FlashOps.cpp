@@ -3,6 +3,7 @@
 
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
 #include "mlir/IR/OpImplementation.h"
 
 #include <cmath>
@@ -281,4 +282,21 @@ LogicalResult AttentionOp::reifyResultShapes(
     reifiedReturnShapes.push_back(shape);
   }
   return success();
+}
+
+Value mlir::flash::buildScoreMod(OpBuilder &b, AttentionOp op, Value s,
+                                 ValueRange batch, Value i, Value j) {
+  Block &body = op.getScoreMod().front();
+  int64_t nb = batch.size();
+  IRMapping mapping;
+  mapping.map(body.getArgument(0), s);
+  for (int64_t d = 0; d < nb; ++d)
+    mapping.map(body.getArgument(1 + d), batch[d]);
+  mapping.map(body.getArgument(1 + nb), i);
+  mapping.map(body.getArgument(2 + nb), j);
+  for (auto [k, capture] : llvm::enumerate(op.getCaptures()))
+    mapping.map(body.getArgument(3 + nb + k), capture);
+  for (Operation &inner : body.without_terminator())
+    b.clone(inner, mapping);
+  return mapping.lookup(body.getTerminator()->getOperand(0));
 }

@@ -27,6 +27,13 @@ namespace mlir::flash {
 /// Value for `none`. `lq`/`lk` are the sequence lengths (index values).
 Value buildMaskPredicate(OpBuilder &b, Location loc, MaskAttr mask, Value i,
                          Value j, Value lq, Value lk);
+
+/// Inlines `op`'s score_mod region at the builder's insertion point for one
+/// element: the score `s`, its batch indices, query row `i` and key column `j`
+/// (the region's arguments, in that order; captures are `op`'s own operands).
+/// Returns the modified score. `op` must have a score_mod region.
+Value buildScoreMod(OpBuilder &b, AttentionOp op, Value s, ValueRange batch,
+                    Value i, Value j);
 } // namespace mlir::flash
 
 #endif // FLASH_DIALECT_FLASH_IR_FLASHOPS_H
