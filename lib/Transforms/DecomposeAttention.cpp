@@ -7,9 +7,10 @@
 //===----------------------------------------------------------------------===//
 #include "flash/Transforms/Passes.h"
 
+#include "AttentionMath.h"
+
 #include "mlir/Dialect/Arith/Utils/Utils.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
-#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
@@ -195,18 +196,8 @@ struct Decomposer {
             b, loc, scores.getType(), ValueRange{rowMax}, ValueRange{scores},
             ArrayRef<AffineMap>{rowMap, sMap}, iterators(sRank),
             [&](OpBuilder &nested, Location l, ValueRange args) {
-              Value ninf = arith::ConstantOp::create(
-                  nested, l,
-                  nested.getF32FloatAttr(
-                      -std::numeric_limits<float>::infinity()));
-              Value zero = arith::ConstantOp::create(
-                  nested, l, nested.getF32FloatAttr(0.0f));
-              Value dead = arith::CmpFOp::create(
-                  nested, l, arith::CmpFPredicate::OEQ, args[0], ninf);
-              Value diff = arith::SubFOp::create(nested, l, args[1], args[0]);
-              Value e = math::ExpOp::create(nested, l, diff);
-              Value p = arith::SelectOp::create(nested, l, dead, zero, e);
-              linalg::YieldOp::create(nested, l, p);
+              linalg::YieldOp::create(
+                  nested, l, buildRowExp(nested, l, args[1], args[0]));
             })
             .getResult(0);
 
@@ -251,15 +242,9 @@ struct Decomposer {
             ValueRange{outInit}, ArrayRef<AffineMap>{oMap, oRowMap, oMap},
             iterators(sRank),
             [&](OpBuilder &nested, Location l, ValueRange args) {
-              Value zero = arith::ConstantOp::create(
-                  nested, l, nested.getF32FloatAttr(0.0f));
-              Value empty = arith::CmpFOp::create(
-                  nested, l, arith::CmpFPredicate::OEQ, args[1], zero);
-              Value q = arith::DivFOp::create(nested, l, args[0], args[1]);
-              Value r = arith::SelectOp::create(nested, l, empty, zero, q);
-              if (outElem != f32)
-                r = arith::TruncFOp::create(nested, l, outElem, r);
-              linalg::YieldOp::create(nested, l, r);
+              linalg::YieldOp::create(
+                  nested, l,
+                  buildNormalize(nested, l, args[0], args[1], outElem));
             })
             .getResult(0);
     SmallVector<Value> results{out};
@@ -273,18 +258,8 @@ struct Decomposer {
               ValueRange{op.getLseInit()}, ArrayRef<AffineMap>{id, id, id},
               iterators(rRank),
               [&](OpBuilder &nested, Location l, ValueRange args) {
-                // m + log(l); a fully masked row (m = -inf, l = 0) stays -inf
-                // instead of -inf + -inf arithmetic on a NaN-prone path.
-                Value ninf = arith::ConstantOp::create(
-                    nested, l,
-                    nested.getF32FloatAttr(
-                        -std::numeric_limits<float>::infinity()));
-                Value dead = arith::CmpFOp::create(
-                    nested, l, arith::CmpFPredicate::OEQ, args[0], ninf);
-                Value log = math::LogOp::create(nested, l, args[1]);
-                Value sum = arith::AddFOp::create(nested, l, args[0], log);
-                Value r = arith::SelectOp::create(nested, l, dead, ninf, sum);
-                linalg::YieldOp::create(nested, l, r);
+                linalg::YieldOp::create(
+                    nested, l, buildLogSumExp(nested, l, args[0], args[1]));
               })
               .getResult(0);
       results.push_back(lse);

@@ -10,6 +10,8 @@
 //===----------------------------------------------------------------------===//
 #include "flash/Transforms/Passes.h"
 
+#include "AttentionMath.h"
+
 #include "mlir/Dialect/Arith/Utils/Utils.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -295,14 +297,8 @@ void Tiler::emitBlock(ValueRange ivs, ValueRange sharedOuts,
       {map(2, {0, 1}), map(2, {0}), map(2, {0, 1})},
       {IteratorType::parallel, IteratorType::parallel},
       [&](OpBuilder &ob, Location l, ValueRange args) {
-        Value z = cF32(ob, l, 0.0f);
-        Value dead =
-            arith::CmpFOp::create(ob, l, arith::CmpFPredicate::OEQ, args[1], z);
-        Value q = arith::DivFOp::create(ob, l, args[0], args[1]);
-        Value r = arith::SelectOp::create(ob, l, dead, z, q);
-        if (outElem != f32)
-          r = arith::TruncFOp::create(ob, l, outElem, r);
-        linalg::YieldOp::create(ob, l, r);
+        linalg::YieldOp::create(
+            ob, l, buildNormalize(ob, l, args[0], args[1], outElem));
       })[0];
   newOuts.push_back(out);
   offsets.push_back(outOffsets);
@@ -322,13 +318,8 @@ void Tiler::emitBlock(ValueRange ivs, ValueRange sharedOuts,
         {mRows, lRows}, {lseSlice}, {map(1, {0}), map(1, {0}), map(1, {0})},
         {IteratorType::parallel},
         [&](OpBuilder &ob, Location l, ValueRange args) {
-          Value ni = cF32(ob, l, ninf());
-          Value dead = arith::CmpFOp::create(ob, l, arith::CmpFPredicate::OEQ,
-                                             args[0], ni);
-          Value lg = math::LogOp::create(ob, l, args[1]);
-          Value s = arith::AddFOp::create(ob, l, args[0], lg);
-          linalg::YieldOp::create(
-              ob, l, arith::SelectOp::create(ob, l, dead, ni, s).getResult());
+          linalg::YieldOp::create(ob, l,
+                                  buildLogSumExp(ob, l, args[0], args[1]));
         })[0];
     newOuts.push_back(lse);
     offsets.push_back(lseOffsets);
@@ -431,14 +422,7 @@ OnlineState Tiler::emitKvStep(Value j0, OnlineState state, bool masked) {
   Value p = generic(
       {mNew}, {s}, {map(2, {0}), map(2, {0, 1})}, {par, par},
       [&](OpBuilder &ob, Location l, ValueRange args) {
-        Value dead = arith::CmpFOp::create(ob, l, arith::CmpFPredicate::OEQ,
-                                           args[0], cF32(ob, l, ninf()));
-        Value e = math::ExpOp::create(
-            ob, l, arith::SubFOp::create(ob, l, args[1], args[0]).getResult());
-        linalg::YieldOp::create(
-            ob, l,
-            arith::SelectOp::create(ob, l, dead, cF32(ob, l, 0.0f), e)
-                .getResult());
+        linalg::YieldOp::create(ob, l, buildRowExp(ob, l, args[1], args[0]));
       })[0];
 
   // l' = alpha l + rowsum p.
