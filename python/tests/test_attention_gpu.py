@@ -122,22 +122,23 @@ def _run_cases():
                   {"window": 128, "align": "bottom_right", "return_lse": True}))
     cases.append(("dynamic", (1, 4, 100, 128), (1, 2, 130, 128), (1, 2, 130, 128), "bfloat16",
                   {"causal": True, "align": "bottom_right", "dynamic": True}))
-    # The portable kernel: what the wgmma kernel does not take (kernel=auto),
-    # forced on a shape it does take, and PTX for an Ampere chip (JIT-compiled
+    # The portable kernel: what no tensor-core kernel takes (f32, kernel=auto),
+    # forced on shapes they do take, and PTX for an Ampere chip (JIT-compiled
     # by the driver for the device at hand).
     cases.append(("portable-d96-gqa-lse", (2, 8, 300, 96), (2, 2, 333, 96), (2, 2, 333, 96),
-                  "bfloat16", {"causal": True, "align": "bottom_right", "return_lse": True}))
+                  "bfloat16", {"causal": True, "align": "bottom_right", "return_lse": True,
+                               "kernel": "portable"}))
     cases.append(("portable-f32-dv24-window", (1, 3, 200, 40), (1, 3, 150, 40),
                   (1, 3, 150, 24), "float32", {"window": 50}))
     cases.append(("portable-forced-f16", (2, 4, 257, 64), (2, 4, 257, 64), (2, 4, 257, 64),
                   "float16", {"causal": True, "kernel": "portable"}))
     cases.append(("portable-sm80-ptx", (1, 4, 128, 64), (1, 4, 190, 64), (1, 4, 190, 64),
-                  "bfloat16", {"chip": "sm_80", "features": "+ptx70", "format": "isa"}))
-    # The mma.sync kernel (kernel=mma): head dims the wgmma kernel does not
-    # take, Dv != D, f16 at D = 256, and PTX for sm_80.
+                  "bfloat16", {"chip": "sm_80", "features": "+ptx70", "format": "isa",
+                               "kernel": "portable"}))
+    # The mma.sync kernel: head dims the wgmma kernel does not take (kernel=auto
+    # picks it), Dv != D, f16 at D = 256, and PTX for sm_80.
     cases.append(("mma-d96-gqa-lse", (2, 8, 300, 96), (2, 2, 333, 96), (2, 2, 333, 96),
-                  "bfloat16", {"causal": True, "align": "bottom_right", "return_lse": True,
-                               "kernel": "mma"}))
+                  "bfloat16", {"causal": True, "align": "bottom_right", "return_lse": True}))
     cases.append(("mma-d256-f16", (1, 4, 200, 256), (1, 4, 260, 256), (1, 4, 260, 256),
                   "float16", {"kernel": "mma"}))
     cases.append(("mma-d64-dv40-window", (2, 4, 257, 64), (2, 4, 190, 64), (2, 4, 190, 40),

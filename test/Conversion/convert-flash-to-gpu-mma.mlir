@@ -1,10 +1,20 @@
 // The mma.sync kernel (kernel=mma): sm_80 and newer, bf16/f16, D a multiple
 // of 16 and Dv of 8.
 // RUN: flash-opt %s -split-input-file -convert-flash-to-gpu=kernel=mma | FileCheck %s
+// RUN: flash-opt %s -split-input-file -convert-flash-to-gpu | FileCheck %s --check-prefix=AUTO
 // RUN: not flash-opt %s -split-input-file -convert-flash-to-gpu="kernel=mma chip=sm_75" 2>&1 | FileCheck %s --check-prefix=OLDCHIP
 // RUN: env -u CUDA_HOME flash-opt %s -split-input-file --flash-gpu-pipeline="kernel=mma chip=sm_80 features=+ptx70 format=isa" | FileCheck %s --check-prefix=PTX
 
 // OLDCHIP: the mma kernel needs sm_80 or newer, got 'sm_75'
+
+// With kernel=auto on sm_90a, what the wgmma kernel does not take but mma.sync
+// does goes to the mma kernel.
+// AUTO-LABEL: func.func @odd_head_dims
+// AUTO: gpu.func @kernel(
+// AUTO: nvvm.mma.sync
+// AUTO-LABEL: func.func @head_dim_256_f16
+// AUTO: gpu.func @kernel(
+// AUTO: nvvm.mma.sync
 
 // Head dims 96 / 40, GQA 4:2, bottom-right causal, a bias capture and the LSE:
 // 64 query rows per block of 4 warps, K/V tiles of 64 keys with rows padded
@@ -13,7 +23,7 @@
 // CHECK: %[[GX:.*]] = arith.ceildivsi %{{.*}}, %c64
 // CHECK: gpu.launch_func async [%{{.*}}] @flash_attention_0::@kernel blocks in (%[[GX]], %{{.*}}, %{{.*}}) threads in (%c128
 // CHECK: gpu.func @kernel(
-// CHECK-SAME: workgroup(%[[KT:.*]] : memref<64x104xbf16, #gpu.address_space<workgroup>>, %[[VT:.*]] : memref<64x48xbf16, #gpu.address_space<workgroup>>)
+// CHECK-SAME: workgroup(%[[KT:.*]] : memref<64x104xbf16, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[VT:.*]] : memref<64x48xbf16, #gpu.address_space<workgroup>> {llvm.align = 16 : i64})
 // CHECK-COUNT-68: nvvm.mma.sync
 // CHECK-NOT: nvvm.mma.sync
 // CHECK: gpu.return
@@ -24,6 +34,11 @@
 // PTX-NOT: __nv_
 // PTX-NOT: .local
 // PTX-DAG: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
+// PTX-DAG: ldmatrix.sync.aligned.m8n8.x2.shared.b16
+// PTX-DAG: ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16
+// PTX-DAG: ld.global.v4
+// PTX-DAG: st.shared.v4
+// PTX-DAG: .shared .align 16
 // PTX-DAG: shfl.sync.bfly.b32
 // PTX-DAG: ex2.approx.ftz.f32
 // PTX-DAG: lg2.approx.f32
@@ -54,7 +69,7 @@ func.func @odd_head_dims(%q: memref<2x4x100x96xbf16>, %k: memref<2x2x70x96xbf16>
 // D = 256: tiles of 32 keys keep K and V within static shared memory.
 // CHECK-LABEL: func.func @head_dim_256_f16
 // CHECK: gpu.func @kernel(
-// CHECK-SAME: workgroup(%{{.*}} : memref<32x264xf16, #gpu.address_space<workgroup>>, %{{.*}} : memref<32x264xf16, #gpu.address_space<workgroup>>)
+// CHECK-SAME: workgroup(%{{.*}} : memref<32x264xf16, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<32x264xf16, #gpu.address_space<workgroup>> {llvm.align = 16 : i64})
 // CHECK-COUNT-128: nvvm.mma.sync
 // PTX-LABEL: llvm.func @head_dim_256_f16(
 // PTX: mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32

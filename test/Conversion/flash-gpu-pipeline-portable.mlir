@@ -1,7 +1,7 @@
-// The portable kernel through the whole pipeline: PTX for an Ampere chip with
+// The portable kernel (forced: mma.sync would take these dims) through the whole pipeline: PTX for an Ampere chip with
 // no libdevice (CUDA_HOME unset) and, with ptxas, a cubin for it.
-// RUN: env -u CUDA_HOME flash-opt %s --flash-gpu-pipeline="chip=sm_80 features=+ptx70 format=isa" | FileCheck %s --check-prefix=PTX
-// RUN: %if ptxas %{ env CUDA_HOME=%cuda_home flash-opt %s --flash-gpu-pipeline="chip=sm_80 features=+ptx70 format=bin" | FileCheck %s --check-prefix=BIN %}
+// RUN: env -u CUDA_HOME flash-opt %s --flash-gpu-pipeline="kernel=portable chip=sm_80 features=+ptx70 format=isa" | FileCheck %s --check-prefix=PTX
+// RUN: %if ptxas %{ env CUDA_HOME=%cuda_home flash-opt %s --flash-gpu-pipeline="kernel=portable chip=sm_80 features=+ptx70 format=bin" | FileCheck %s --check-prefix=BIN %}
 
 // PTX-LABEL: llvm.func @attn(
 // PTX-NOT: mgpuTensorMapEncodeTiledMemref

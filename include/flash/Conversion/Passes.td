@@ -39,9 +39,13 @@ def ConvertFlashToGPUPass : Pass<"convert-flash-to-gpu", "::mlir::ModuleOp"> {
     }
     ```
     Ops the wgmma kernel does not take (other chips, head dims other than
-    64/128, f32 or mixed element types) get the portable kernel with
-    `kernel=auto` (the default): one thread per query row, K/V tiles staged
-    in shared memory, the same online softmax in f32 on the CUDA cores.
+    64/128, f32 or mixed element types) get, with `kernel=auto` (the
+    default), the mma.sync kernel where it applies (sm_80 and newer,
+    bf16/f16, D a multiple of 16 and Dv of 8 up to 256: FlashAttention-2's
+    structure, four warps of 16 query rows, the same online softmax on the
+    accumulator registers), else the portable kernel (one thread per query
+    row, K/V tiles staged in shared memory, the online softmax in f32 on the
+    CUDA cores).
 
     After: `nvgpu.tma.create.descriptor` for Q, K, V and
     `gpu.launch_func async [%stream] @flash_attention_0::@kernel` in
@@ -55,7 +59,7 @@ def ConvertFlashToGPUPass : Pass<"convert-flash-to-gpu", "::mlir::ModuleOp"> {
            "does not apply), mma (mma.sync tensor cores, sm_80 and newer, "
            "bf16/f16, head dims multiples of 16 up to 256), portable (any "
            "chip, head dim and float type; no tensor cores), or auto (wgmma "
-           "where it applies, else portable)">,
+           "where it applies, else mma where it applies, else portable)">,
     Option<"blockM", "block-m", "int64_t", /*default=*/"0",
            "Query rows per CTA (64 per consumer warpgroup); 0: 64 when "
            "D, Dv <= 64 (two CTAs per SM), else 128">,

@@ -112,7 +112,8 @@ struct ConvertFlashToGPUPass
       if (kernel == "wgmma" ||
           (kernel == "auto" && hopper && wgmmaKernelSupports(op)))
         lowered = lowerToLaunch(op, *bufs, cfg, stream, index++);
-      else if (kernel == "mma")
+      else if (kernel == "mma" ||
+               (kernel == "auto" && smVersion >= 80 && mmaKernelSupports(op)))
         lowered = lowerToMmaLaunch(op, *bufs, stream, index++);
       else
         lowered = lowerToPortableLaunch(op, *bufs, stream, index++);

@@ -16,6 +16,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
@@ -81,6 +82,25 @@ static Value packPair(ImplicitLocOpBuilder &b, Value lo, Value hi) {
   return vector::ExtractOp::create(b, c, ArrayRef<int64_t>{0});
 }
 
+/// The two B-operand registers of one m16n8k16 mma from a shared-memory
+/// tile with one ldmatrix.x2: lanes 0-7 address the rows of the first 8×8
+/// matrix, lanes 8-15 those of the second, at (row, col) each.
+static SmallVector<Value, 2> ldmatrixB(ImplicitLocOpBuilder &b, Value tile,
+                                       Value row, Value col, bool transpose) {
+  Type elem = cast<MemRefType>(tile.getType()).getElementType();
+  Value m = nvgpu::LdMatrixOp::create(
+      b, VectorType::get({2, 2}, elem), tile, ValueRange{row, col},
+      b.getBoolAttr(transpose), b.getI32IntegerAttr(2));
+  SmallVector<Value, 2> regs;
+  for (int64_t i = 0; i < 2; ++i) {
+    Value v = vector::ExtractOp::create(b, m, ArrayRef<int64_t>{i});
+    Value c = vector::BitCastOp::create(
+        b, VectorType::get({1}, b.getI32Type()), v);
+    regs.push_back(vector::ExtractOp::create(b, c, ArrayRef<int64_t>{0}));
+  }
+  return regs;
+}
+
 /// acc (4 × f32, one m16n8 fragment) += A (4 regs) · B (2 regs), m16n8k16.
 static SmallVector<Value, 4> mma(ImplicitLocOpBuilder &b, Type elem,
                                  ArrayRef<Value> a, ArrayRef<Value> bRegs,
@@ -129,6 +149,10 @@ static gpu::GPUFuncOp buildMmaKernel(OpBuilder &ob, Location loc,
                                    FunctionType::get(ctx, argTypes, {}),
                                    workgroup);
   fn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
+  // 16-byte copies into the tiles (and ldmatrix rows) need aligned bases.
+  for (unsigned i = 0; i < 2; ++i)
+    fn.setWorkgroupAttributionAttr(i, LLVM::LLVMDialect::getAlignAttrName(),
+                                   b.getI64IntegerAttr(16));
   fn->setAttr("nvvm.maxntid",
               b.getDenseI32ArrayAttr({int32_t(32 * kWarps), 1, 1}));
 
@@ -145,6 +169,15 @@ static gpu::GPUFuncOp buildMmaKernel(OpBuilder &ob, Location loc,
   Value g = arith::DivUIOp::create(b, lane, constIdx(b, 4));
   Value t2 = arith::MulIOp::create(
       b, arith::RemUIOp::create(b, lane, constIdx(b, 4)), constIdx(b, 2));
+  // ldmatrix row addresses: lane % 8 (+8 columns for lanes 8-15) for K,
+  // lane % 16 for V.
+  Value lane8 = arith::RemUIOp::create(b, lane, constIdx(b, 8));
+  Value laneHalf8 = arith::MulIOp::create(
+      b,
+      arith::RemUIOp::create(b, arith::DivUIOp::create(b, lane, constIdx(b, 8)),
+                             constIdx(b, 2)),
+      constIdx(b, 8));
+  Value lane16 = arith::RemUIOp::create(b, lane, constIdx(b, 16));
   Value bh = gpu::BlockIdOp::create(b, gpu::Dimension::y);
   Value q0 = arith::MulIOp::create(
       b, gpu::BlockIdOp::create(b, gpu::Dimension::x),
@@ -194,43 +227,45 @@ static gpu::GPUFuncOp buildMmaKernel(OpBuilder &ob, Location loc,
         // Stage K and V: all threads, consecutive elements of a row;
         // keys past Lk repeat the last key (masked below).
         gpu::BarrierOp::create(ib);
+        // 16 bytes (8 elements) per thread and step: D and Dv are multiples
+        // of 8, rows of the caller's buffers and of the tiles 16-byte aligned.
         auto stage = [&](Value src, Value dst, int64_t width) {
-          auto fl = scf::ForOp::create(ib, tid, constIdx(ib, T * width),
+          int64_t chunks = width / 8;
+          auto fl = scf::ForOp::create(ib, tid, constIdx(ib, T * chunks),
                                        threads);
           OpBuilder::InsertionGuard gd(ib);
           ib.setInsertionPointToStart(fl.getBody());
           Value e = fl.getInductionVar();
-          Value w = constIdx(ib, width);
+          Value w = constIdx(ib, chunks);
           Value jj = arith::DivUIOp::create(ib, e, w);
-          Value c = arith::RemUIOp::create(ib, e, w);
+          Value c = arith::MulIOp::create(
+              ib, arith::RemUIOp::create(ib, e, w), constIdx(ib, 8));
           Value j = arith::MinSIOp::create(
               ib, arith::AddIOp::create(ib, j0, jj), lkLast);
-          Value x = memref::LoadOp::create(ib, src,
-                                           ValueRange{heads.kvbh, j, c});
-          memref::StoreOp::create(ib, x, dst, ValueRange{jj, c});
+          auto vt = VectorType::get({8}, elem);
+          Value x = vector::LoadOp::create(ib, vt, src,
+                                           ValueRange{heads.kvbh, j, c},
+                                           /*nontemporal=*/false,
+                                           llvm::Align(16));
+          vector::StoreOp::create(ib, x, dst, ValueRange{jj, c},
+                                  /*nontemporal=*/false, llvm::Align(16));
         };
         stage(args.k, kTile, D);
         stage(args.v, vTile, Dv);
         gpu::BarrierOp::create(ib);
 
         // S = Q Kᵀ: per 8 keys one m16n8 fragment, summed over D in k16
-        // steps; B = Kᵀ, b0 = K[key g][2t..2t+1], b1 = K[key g][2t+8..].
+        // steps. B = Kᵀ is K's rows as they lie: ldmatrix without transpose
+        // of K[keys][k-step columns 0-7] and [8-15].
         SmallVector<Value> s;
         for (int64_t n8 = 0; n8 < T / 8; ++n8) {
           SmallVector<Value, 4> acc(4, zf);
-          Value key = arith::AddIOp::create(ib, g, constIdx(ib, 8 * n8));
+          Value key = arith::AddIOp::create(ib, lane8, constIdx(ib, 8 * n8));
           for (int64_t ks = 0; ks < D / 16; ++ks) {
-            SmallVector<Value, 2> bRegs;
-            for (int64_t h = 0; h < 2; ++h) {
-              Value c =
-                  arith::AddIOp::create(ib, t2, constIdx(ib, 16 * ks + 8 * h));
-              Value lo =
-                  memref::LoadOp::create(ib, kTile, ValueRange{key, c});
-              Value hi = memref::LoadOp::create(
-                  ib, kTile,
-                  ValueRange{key, arith::AddIOp::create(ib, c, one)});
-              bRegs.push_back(packPair(ib, lo, hi));
-            }
+            Value c = arith::AddIOp::create(ib, laneHalf8,
+                                            constIdx(ib, 16 * ks));
+            SmallVector<Value, 2> bRegs =
+                ldmatrixB(ib, kTile, key, c, /*transpose=*/false);
             acc = mma(ib, elem, ArrayRef<Value>(qFrag).slice(4 * ks, 4),
                       bRegs, acc);
           }
@@ -247,9 +282,6 @@ static gpu::GPUFuncOp buildMmaKernel(OpBuilder &ob, Location loc,
         sc.rowIdx[1] = rows[1];
         sc.colBase = j0;
         sc.laneCol = t2;
-        // Every tile is masked per element: the tail past Lk, and the
-        // causal / window bound where the mask has one.
-        sc.needsMask = true;
         MaskAttr mask = spec.mask;
         sc.allowed = [&, lq, lk, mask](ImplicitLocOpBuilder &bb, Value r,
                                        Value c) -> Value {
@@ -270,30 +302,70 @@ static gpu::GPUFuncOp buildMmaKernel(OpBuilder &ob, Location loc,
             return inlineScoreMod(bb, *spec.scoreMod, x, heads.batchIdx, rc,
                                   cc, args.captures);
           };
-        std::array<Value, 2> alpha =
-            onlineSoftmaxStep(ib, s, rs, spec.scale, sc);
+        // Only tiles that cross Lk or this warp's causal / window bound take
+        // the per-element mask; the condition is uniform over the warp, whose
+        // lanes the softmax's shuffles span.
+        Value needsMask = arith::CmpIOp::create(
+            ib, arith::CmpIPredicate::sgt,
+            arith::AddIOp::create(ib, j0, constIdx(ib, T)), lk);
+        if (mask && !mask.isNone()) {
+          Value off = mask.isBottomRight()
+                          ? arith::SubIOp::create(ib, lk, lq).getResult()
+                          : zero;
+          Value tileLast = arith::AddIOp::create(ib, j0, constIdx(ib, T - 1));
+          needsMask = arith::OrIOp::create(
+              ib, needsMask,
+              arith::CmpIOp::create(ib, arith::CmpIPredicate::sgt, tileLast,
+                                    arith::AddIOp::create(ib, rowBase, off)));
+          if (mask.getKind() == MaskKind::SlidingWindow) {
+            Value last = arith::MinSIOp::create(
+                ib, arith::AddIOp::create(ib, rowBase, constIdx(ib, 15)),
+                lqLast);
+            Value lo = arith::AddIOp::create(
+                ib, arith::AddIOp::create(ib, last, off),
+                constIdx(ib, -mask.getWindow()));
+            needsMask = arith::OrIOp::create(
+                ib, needsMask,
+                arith::CmpIOp::create(ib, arith::CmpIPredicate::sle, j0, lo));
+          }
+        }
+        SmallVector<Type> stepTypes(s.size() + 6, f32);
+        auto step = scf::IfOp::create(ib, stepTypes, needsMask,
+                                      /*withElse=*/true);
+        for (bool masked : {true, false}) {
+          OpBuilder::InsertionGuard gd(ib);
+          ib.setInsertionPointToStart(masked ? step.thenBlock()
+                                             : step.elseBlock());
+          SmallVector<Value> p(s);
+          RowState r = rs;
+          ScoreContext c = sc;
+          c.needsMask = masked;
+          std::array<Value, 2> al = onlineSoftmaxStep(ib, p, r, spec.scale, c);
+          p.append({r.m[0], r.m[1], r.l[0], r.l[1], al[0], al[1]});
+          scf::YieldOp::create(ib, p);
+        }
+        ValueRange stepRes = step.getResults();
+        s.assign(stepRes.begin(), stepRes.begin() + s.size());
+        int64_t n = s.size();
+        rs.m[0] = stepRes[n];
+        rs.m[1] = stepRes[n + 1];
+        rs.l[0] = stepRes[n + 2];
+        rs.l[1] = stepRes[n + 3];
+        std::array<Value, 2> alpha = {stepRes[n + 4], stepRes[n + 5]};
 
         // O = alpha·O + P V: P (the softmax registers) as A fragments,
-        // B = V: b0 = (V[2t][n], V[2t+1][n]), b1 = keys 2t+8, 2t+9.
+        // B = V[16 keys][8 columns] by ldmatrix with transpose.
         SmallVector<Value> o(st.drop_front(4));
         for (size_t i = 0; i < o.size(); ++i)
           o[i] = arith::MulFOp::create(ib, o[i], alpha[fragRowHalf(i)]);
         SmallVector<Value> pFrag = packA(ib, s, elem);
         for (int64_t n8 = 0; n8 < Dv / 8; ++n8) {
           SmallVector<Value, 4> acc(o.begin() + 4 * n8, o.begin() + 4 * n8 + 4);
-          Value col = arith::AddIOp::create(ib, g, constIdx(ib, 8 * n8));
+          Value col = constIdx(ib, 8 * n8);
           for (int64_t kk = 0; kk < T / 16; ++kk) {
-            SmallVector<Value, 2> bRegs;
-            for (int64_t h = 0; h < 2; ++h) {
-              Value key =
-                  arith::AddIOp::create(ib, t2, constIdx(ib, 16 * kk + 8 * h));
-              Value lo =
-                  memref::LoadOp::create(ib, vTile, ValueRange{key, col});
-              Value hi = memref::LoadOp::create(
-                  ib, vTile,
-                  ValueRange{arith::AddIOp::create(ib, key, one), col});
-              bRegs.push_back(packPair(ib, lo, hi));
-            }
+            Value key = arith::AddIOp::create(ib, lane16, constIdx(ib, 16 * kk));
+            SmallVector<Value, 2> bRegs =
+                ldmatrixB(ib, vTile, key, col, /*transpose=*/true);
             acc = mma(ib, elem, ArrayRef<Value>(pFrag).slice(4 * kk, 4),
                       bRegs, acc);
           }

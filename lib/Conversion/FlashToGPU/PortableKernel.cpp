@@ -122,6 +122,10 @@ static gpu::GPUFuncOp buildPortableKernel(OpBuilder &ob, Location loc,
                                    FunctionType::get(ctx, argTypes, {}),
                                    workgroup, privates);
   fn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
+  // 16-byte copies into the tiles (and ldmatrix rows) need aligned bases.
+  for (unsigned i = 0; i < 2; ++i)
+    fn.setWorkgroupAttributionAttr(i, LLVM::LLVMDialect::getAlignAttrName(),
+                                   b.getI64IntegerAttr(16));
   fn->setAttr("nvvm.maxntid", b.getDenseI32ArrayAttr(
                                   {static_cast<int32_t>(kRowsPerBlock), 1, 1}));
 
