@@ -313,8 +313,11 @@ bool Raiser::run(linalg::LinalgOp pv) {
         continue;
       }
       auto d = dyn_cast<AffineDimExpr>(e);
-      unsigned loop = d ? pvOutMap.getDimPosition(d.getPosition())
-                        : layout.eLoop;
+      unsigned loop = layout.eLoop;
+      if (d)
+        if (auto outDim =
+                dyn_cast<AffineDimExpr>(pvOutMap.getResult(d.getPosition())))
+          loop = outDim.getPosition();
       if (loop == layout.iLoop) {
         zView.push_back(getAffineDimExpr(nb, ctx));
       } else if (auto it = llvm::find(layout.batchLoops, loop);
