@@ -142,38 +142,6 @@ static void buildProducer(ImplicitLocOpBuilder &b, KernelEnv &env) {
             {constI32(b, 64 * p), row, kvbhI}, full);
 }
 
-/// Inlines the score_mod region for one element: block arguments are the
-/// score, the batch indices, the query row, the key column and the captures;
-/// `tensor.extract` from a capture becomes a load from its memref.
-static Value inlineScoreMod(ImplicitLocOpBuilder &b, KernelEnv &env, Value s,
-                            Value row, Value col) {
-  Block &body = env.spec.scoreMod->front();
-  int64_t nb = env.spec.numBatchDims;
-  IRMapping map;
-  map.map(body.getArgument(0), s);
-  for (int64_t d = 0; d < nb; ++d)
-    map.map(body.getArgument(1 + d), env.batchIdx[d]);
-  map.map(body.getArgument(1 + nb), row);
-  map.map(body.getArgument(2 + nb), col);
-  unsigned firstCapture = 3 + nb;
-  for (Operation &op : body.without_terminator()) {
-    if (auto ex = dyn_cast<tensor::ExtractOp>(&op)) {
-      auto arg = dyn_cast<BlockArgument>(ex.getTensor());
-      if (arg && arg.getOwner() == &body &&
-          arg.getArgNumber() >= firstCapture) {
-        SmallVector<Value> idx;
-        for (Value v : ex.getIndices())
-          idx.push_back(map.lookup(v));
-        Value mem = env.captures[arg.getArgNumber() - firstCapture];
-        map.map(ex.getResult(), memref::LoadOp::create(b, mem, idx));
-        continue;
-      }
-    }
-    b.clone(op, map);
-  }
-  return map.lookup(body.getTerminator()->getOperand(0));
-}
-
 static void buildConsumer(ImplicitLocOpBuilder &b, KernelEnv &env,
                           Value wg) {
   const KernelConfig &cfg = env.cfg;
@@ -347,7 +315,8 @@ static void buildConsumer(ImplicitLocOpBuilder &b, KernelEnv &env,
                                                     Value col) {
           Value cr = r == r0 ? cr0 : cr1;
           Value cc = arith::MinSIOp::create(bb, col, lastCol);
-          return inlineScoreMod(bb, env, x, cr, cc);
+          return inlineScoreMod(bb, *env.spec.scoreMod, x, env.batchIdx, cr,
+                                cc, env.captures);
         };
       }
       std::array<Value, 2> a = onlineSoftmaxStep(b, v, s2, spec.scale, sc);
