@@ -45,6 +45,14 @@ void mlir::flash::buildFlashCPUPipeline(
                  "buffer-deallocation-pipeline,convert-bufferization-to-memref,"
                  "canonicalize");
   addTextual(pm, "func.func(convert-linalg-to-loops),scf-forall-to-parallel");
+  // Arithmetic on bf16/f16 is done in f32 (exactly what LLVM would do) and
+  // the conversions that are left are expanded into integer ops, so the
+  // object calls no compiler-runtime builtin (__truncsfbf2, __extendhfsf2)
+  // that the loading machine's C runtime may not have.
+  addTextual(pm, "arith-emulate-unsupported-floats{source-types=bf16,f16 "
+                 "target-type=f32},math-extend-to-supported-types{target-type="
+                 "f32}");
+  pm.addPass(createFlashExpandFloatConversionsPass());
   if (options.parallel)
     addTextual(pm, "convert-scf-to-openmp");
   // finalize-memref-to-llvm runs before scf-to-cf: the OpenMP conversion wraps

@@ -1,6 +1,7 @@
 """flash_mlir.attention on NumPy arrays (host path): numerics against a float64
 reference on fresh random inputs, the compile cache, and errors."""
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -149,6 +150,31 @@ def test_torch_cpu_tensors(rng):
     assert isinstance(out, torch.Tensor)
     want, _ = attention_ref(q.numpy(), k.numpy(), v.numpy(), causal=True)
     assert rel_err(out.numpy(), want) <= F32_TOL
+
+
+def test_torch_cpu_bfloat16(rng):
+    torch = pytest.importorskip("torch")
+    shapes = ((2, 3, 21, 24), (2, 1, 37, 24), (2, 1, 37, 16))
+    q, k, v = (torch.from_numpy(rand(rng, s)).to(torch.bfloat16) for s in shapes)
+    out, lse = attention(q, k, v, causal=True, align="bottom_right", return_lse=True)
+    assert out.dtype == torch.bfloat16 and out.shape == (2, 3, 21, 16)
+    want, want_lse = attention_ref(*(x.float().numpy() for x in (q, k, v)), causal=True,
+                                   align="bottom_right")
+    # f32 accumulation; the error is that of rounding the result to bf16.
+    assert rel_err(out.float().numpy(), want) <= 1e-2
+    assert np.abs(lse.numpy() - want_lse).max() <= 1e-4
+
+
+def test_cpu_kernels_need_no_compiler_runtime():
+    # A bf16 kernel is where LLVM would call __truncsfbf2, which Debian 12's
+    # libgcc does not define; the library must only need libc, libm, libomp.
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
+        os.path.dirname(os.path.abspath(__file__)))), "test", "lib"))
+    import host_symbols
+    for dtype in ("bf16", "f16"):
+        path = flash_mlir.prebuild((2, 4, 33, 32), (2, 2, 40, 32), (2, 2, 40, 24), dtype,
+                                   device="cpu", causal=True)
+        assert host_symbols.check_library(path) == []
 
 
 def test_attention_ir_is_inspectable():

@@ -55,10 +55,21 @@ def _run(cmd, stdin_bytes=None):
 
 
 def compile_module(mlir_text, pipeline_options="", tools=None, workdir=None,
-                   parallel=True):
+                   parallel=True, cpu="native"):
     """Compiles `mlir_text` (flash.attention on tensors, in func.func) to a
-    shared library and returns a `Library`. `pipeline_options` is the option
-    string of flash-cpu-pipeline, e.g. "reference=1 block-q=32"."""
+    shared library and returns it loaded, as a `Library`. The arguments are
+    those of `build_library`."""
+    return Library(build_library(mlir_text, pipeline_options, tools, workdir,
+                                 parallel, cpu)[0])
+
+
+def build_library(mlir_text, pipeline_options="", tools=None, workdir=None,
+                  parallel=True, cpu="native"):
+    """Compiles `mlir_text` to a shared library without loading it; returns
+    the paths of (library, object). `pipeline_options` is the option
+    string of flash-cpu-pipeline, e.g. "reference=1 block-q=32". `cpu` is
+    llc's -mcpu: "x86-64" builds for the baseline ISA (no F16C, no
+    AVX512-BF16), where LLVM would call conversion builtins."""
     tools = tools or Tools()
     workdir = workdir or tempfile.mkdtemp(prefix="flash-cpu-")
     opts = pipeline_options
@@ -69,7 +80,7 @@ def compile_module(mlir_text, pipeline_options="", tools=None, workdir=None,
     llvm_dialect = _run([tools.flash_opt, "--flash-cpu-pipeline=" + opts],
                         mlir_text.encode())
     llvm_ir = _run([tools.mlir_translate, "--mlir-to-llvmir"], llvm_dialect)
-    triple = ["-mtriple=x86_64-unknown-linux-gnu", "-mcpu=native"]
+    triple = ["-mtriple=x86_64-unknown-linux-gnu", "-mcpu=" + cpu]
     bitcode = _run([tools.opt, "-O3"] + triple + ["-o", "-"], llvm_ir)
     obj = os.path.join(workdir, "module.o")
     _run([tools.llc, "-O3", "-relocation-model=pic", "-filetype=obj"] + triple +
@@ -80,7 +91,7 @@ def compile_module(mlir_text, pipeline_options="", tools=None, workdir=None,
     if omp and "parallel=0" not in opts:
         link.append(omp)
     _run(link)
-    return Library(lib)
+    return lib, obj
 
 
 # ---------------------------------------------------------------------------
@@ -176,10 +187,15 @@ class Library:
 # bfloat16 as uint16.
 
 def to_bf16(x):
-    """Rounds float32 values to bfloat16 (nearest even), stored as uint16."""
+    """Rounds float32 values to bfloat16 (nearest even), stored as uint16.
+    NaN stays NaN with its sign, the quiet bit set and the high payload bits
+    (the rounding bias must not carry a NaN's payload into infinity)."""
     bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
     rounding = ((bits >> 16) & 1) + 0x7FFF
-    return ((bits + rounding) >> 16).astype(np.uint16)
+    rounded = ((bits + rounding) >> 16).astype(np.uint16)
+    quiet = ((bits >> 16) | 0x0040).astype(np.uint16)
+    nan = (bits & 0x7FFFFFFF) > 0x7F800000
+    return np.where(nan, quiet, rounded)
 
 
 def from_bf16(x):

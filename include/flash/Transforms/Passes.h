@@ -32,6 +32,12 @@ FailureOr<SmallVector<Value>> tileAttention(RewriterBase &rewriter,
                                             AttentionOp op, int64_t blockQ,
                                             int64_t blockKv);
 
+/// Patterns rewriting arith.truncf/extf between `narrowTypes` (bf16, f16)
+/// and f32/f64 into bit-exact integer arithmetic, so that the generated code
+/// calls no compiler-runtime conversion builtin.
+void populateExpandFloatConversionsPatterns(RewritePatternSet &patterns,
+                                            ArrayRef<Type> narrowTypes);
+
 #define GEN_PASS_REGISTRATION
 #include "flash/Transforms/Passes.h.inc"
 

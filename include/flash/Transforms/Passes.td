@@ -183,4 +183,42 @@ def FlashAttentionIntoDestinationPass
   let dependentDialects = ["::mlir::bufferization::BufferizationDialect"];
 }
 
+def FlashExpandFloatConversionsPass
+    : Pass<"flash-expand-float-conversions"> {
+  let summary = "Expand conversions to and from bf16/f16 into integer "
+                "arithmetic";
+  let description = [{
+    LLVM lowers `fptrunc` to bf16 (and f16 conversions on a CPU without
+    F16C) to calls of compiler-runtime builtins such as `__truncsfbf2`,
+    `__extendhfsf2` and `__truncsfhf2`. Not every C runtime has them
+    (Debian 12's libgcc lacks `__truncsfbf2`), so code that calls them fails
+    to load on a machine that was never told to install compiler-rt. This
+    pass rewrites every `arith.truncf` and `arith.extf` between the listed
+    narrow types and f32/f64 into the integer arithmetic those builtins
+    perform, bit for bit: round to nearest even, gradual underflow to
+    subnormals, overflow to infinity, and NaN kept as NaN with its sign,
+    the quiet bit set and the payload truncated (widened on extension).
+
+    Arithmetic on the narrow types themselves should first be moved to f32
+    with `arith-emulate-unsupported-floats` / `math-extend-to-supported-types`
+    so that only conversions are left; `flash-cpu-pipeline` does both.
+
+    Before:
+    ```mlir
+    %h = arith.truncf %x : f32 to bf16
+    ```
+    After: `arith.bitcast %x : f32 to i32`, shifts, masks, an add of the
+    rounding bias and `arith.select`s for NaN and the other classes, then
+    `arith.trunci` to i16 and `arith.bitcast` to bf16.
+  }];
+  let options = [
+    ListOption<"types", "types", "std::string",
+               "Narrow float types whose conversions are expanded (bf16, f16)">
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::math::MathDialect"
+  ];
+}
+
 #endif // FLASH_TRANSFORMS_PASSES
