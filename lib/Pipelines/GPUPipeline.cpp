@@ -21,27 +21,14 @@ void flash::buildFlashGPUPipeline(OpPassManager &pm,
   }
   // The kernel stores into the caller's buffer, not a temporary.
   pm.addNestedPass<func::FuncOp>(createFlashAttentionIntoDestinationPass());
-  ConvertFlashToGPUPassOptions conv;
-  conv.chip = options.chip;
-  conv.kernel = options.kernel;
-  conv.blockM = options.blockM;
-  conv.blockN = options.blockN;
-  conv.warpgroups = options.warpgroups;
-  conv.stages = options.stages;
-  conv.splitPV = options.splitPV;
-  conv.overlap = options.overlap;
-  conv.deferPV = options.deferPV;
-  conv.pingpong = options.pingpong;
-  conv.producerRegs = options.producerRegs;
-  conv.consumerRegs = options.consumerRegs;
-  conv.ctasPerSM = options.ctasPerSM;
-  pm.addPass(createConvertFlashToGPUPass(conv));
+  GPUKernelOptions kernel = options.kernel.values();
+  pm.addPass(createConvertFlashToGPUPass(kernel));
   pm.addPass(createCanonicalizerPass());
 
   // The upstream NVVM pipeline: kernels to NVVM and a serialized binary,
   // host code (TMA descriptor creation, launch on the given stream) to LLVM.
   gpu::GPUToNVVMPipelineOptions nvvm;
-  nvvm.cubinChip = options.chip;
+  nvvm.cubinChip = kernel.chip;
   nvvm.cubinFeatures = options.features;
   nvvm.cubinFormat = options.format;
   nvvm.optLevel = options.optLevel;

@@ -13,12 +13,25 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/PatternMatch.h"
 #include "mlir/Pass/Pass.h"
+#include "flash/Conversion/GPUKernelOptions.h"
 
 namespace mlir::flash {
 
 #define GEN_PASS_DECL
 #include "flash/Conversion/Passes.h.inc"
+
+/// One pattern per kernel strategy (wgmma, mma, portable), each lowering a
+/// flash.attention in destination-passing style on memrefs to a kernel and
+/// its launch on the stream argument of the enclosing function (marked
+/// `flash.stream`) when it is the strategy `options` select for the op.
+void populateFlashToGPUPatterns(RewritePatternSet &patterns,
+                                const GPUKernelOptions &options);
+
+/// convert-flash-to-gpu with these option values.
+std::unique_ptr<Pass>
+createConvertFlashToGPUPass(const GPUKernelOptions &options);
 
 #define GEN_PASS_REGISTRATION
 #include "flash/Conversion/Passes.h.inc"

@@ -47,51 +47,20 @@ def ConvertFlashToGPUPass : Pass<"convert-flash-to-gpu", "::mlir::ModuleOp"> {
     row, K/V tiles staged in shared memory, the online softmax in f32 on the
     CUDA cores).
 
+    The kernels are strategies of one attention tile program (the walk
+    over visible K/V tiles, the online softmax, score_mod and mask, the
+    epilogue); the pass applies one pattern per strategy
+    (`populateFlashToGPUPatterns`), the first whose legality check takes
+    the op (or the one `kernel=` names). Its options, shared with
+    `flash-gpu-pipeline`, are declared once in
+    `include/flash/Conversion/GPUKernelOptions.def` (`--help` lists them):
+    chip, kernel, block-m, block-n, warpgroups, stages, split-pv, overlap,
+    defer-pv, pingpong, producer-regs, consumer-regs, ctas-per-sm.
+
     After: `nvgpu.tma.create.descriptor` for Q, K, V and
     `gpu.launch_func async [%stream] @flash_attention_0::@kernel` in
     `@attn(..., %stream: !llvm.ptr)`.
   }];
-  let options = [
-    Option<"chip", "chip", "std::string", /*default=*/"\"sm_90a\"",
-           "Target chip (sm_XY); the wgmma kernel needs sm_90a">,
-    Option<"kernel", "kernel", "std::string", /*default=*/"\"auto\"",
-           "Which kernel: wgmma (sm_90a tensor cores; an error where it "
-           "does not apply), mma (mma.sync tensor cores, sm_80 and newer, "
-           "bf16/f16, head dims multiples of 16 up to 256), portable (any "
-           "chip, head dim and float type; no tensor cores), or auto (wgmma "
-           "where it applies, else mma where it applies, else portable)">,
-    Option<"blockM", "block-m", "int64_t", /*default=*/"0",
-           "Query rows per CTA (64 per consumer warpgroup); 0: 64 when "
-           "D, Dv <= 64 (two CTAs per SM), else 128">,
-    Option<"blockN", "block-n", "int64_t", /*default=*/"128",
-           "Key/value rows per tile (multiple of 16, at most 256)">,
-    Option<"warpgroups", "warpgroups", "int64_t", /*default=*/"0",
-           "Consumer warpgroups per CTA (block-m / 64); 0: block-m / 64">,
-    Option<"stages", "stages", "int64_t", /*default=*/"0",
-           "Depth of the K/V shared-memory ring; 0: 3 with defer-pv or "
-           "overlap, else 2">,
-    Option<"splitPV", "split-pv", "bool", /*default=*/"false",
-           "Issue PV as 64-column wgmmas instead of one Dv-wide wgmma">,
-    Option<"overlap", "overlap", "bool", /*default=*/"false",
-           "Software-pipeline the tile loop: QK of the next tile runs during "
-           "the softmax of this one (needs stages >= 3)">,
-    Option<"deferPV", "defer-pv", "int64_t", /*default=*/"-1",
-           "Issue PV of the previous tile right behind QK of this one, so "
-           "that it runs during this tile's softmax (needs stages >= 3): "
-           "1 on, 0 off, -1 automatic (on when D or Dv > 64, no overlap, "
-           "stages 0 or >= 3, and three stages fit in shared memory)">,
-    Option<"pingpong", "pingpong", "bool", /*default=*/"false",
-           "Consumer warpgroups take turns issuing their GEMMs (named "
-           "barriers), so one's softmax overlaps the other's GEMMs; no "
-           "effect with one consumer warpgroup">,
-    Option<"producerRegs", "producer-regs", "int64_t", /*default=*/"24",
-           "setmaxnreg for the producer warpgroup (0: leave alone)">,
-    Option<"consumerRegs", "consumer-regs", "int64_t", /*default=*/"240",
-           "setmaxnreg for the consumer warpgroups (0: leave alone)">,
-    Option<"ctasPerSM", "ctas-per-sm", "int64_t", /*default=*/"0",
-           "CTAs per SM the register cap at entry must allow (launch "
-           "bounds); 0: 2 with one consumer warpgroup, else 1">
-  ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
     "::mlir::bufferization::BufferizationDialect",

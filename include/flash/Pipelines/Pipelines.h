@@ -2,6 +2,7 @@
 #ifndef FLASH_PIPELINES_PIPELINES_H
 #define FLASH_PIPELINES_PIPELINES_H
 
+#include "flash/Conversion/GPUKernelOptions.h"
 #include "mlir/Pass/PassOptions.h"
 
 namespace mlir {
@@ -41,6 +42,9 @@ struct FlashCPUPipelineOptions
 void buildFlashCPUPipeline(OpPassManager &pm,
                            const FlashCPUPipelineOptions &options);
 
+template <typename T>
+using PipelineOption = detail::PassOptions::Option<T>;
+
 /// Options of `flash-gpu-pipeline`: the kernel knobs of convert-flash-to-gpu
 /// and the code-generation target.
 struct FlashGPUPipelineOptions
@@ -49,12 +53,6 @@ struct FlashGPUPipelineOptions
                      llvm::cl::desc("First rewrite matmul-softmax-matmul "
                                     "chains into flash.attention"),
                      llvm::cl::init(true)};
-  Option<std::string> chip{*this, "chip", llvm::cl::desc("Target chip"),
-                           llvm::cl::init("sm_90a")};
-  Option<std::string> kernel{
-      *this, "kernel",
-      llvm::cl::desc("wgmma, portable, or auto (wgmma where it applies)"),
-      llvm::cl::init("auto")};
   Option<std::string> features{*this, "features",
                                llvm::cl::desc("PTX features (ISA version)"),
                                llvm::cl::init("+ptx80")};
@@ -65,40 +63,8 @@ struct FlashGPUPipelineOptions
   Option<int> optLevel{*this, "opt-level",
                        llvm::cl::desc("NVVM optimisation level"),
                        llvm::cl::init(3)};
-  Option<int64_t> blockM{*this, "block-m",
-                         llvm::cl::desc("Query rows per CTA (0: by head dim)"),
-                         llvm::cl::init(0)};
-  Option<int64_t> blockN{*this, "block-n",
-                         llvm::cl::desc("Key/value rows per tile"),
-                         llvm::cl::init(128)};
-  Option<int64_t> warpgroups{*this, "warpgroups",
-                             llvm::cl::desc("Consumer warpgroups per CTA (0: block-m / 64)"),
-                             llvm::cl::init(0)};
-  Option<int64_t> stages{*this, "stages",
-                         llvm::cl::desc("K/V shared-memory ring depth (0: auto)"),
-                         llvm::cl::init(0)};
-  Option<bool> overlap{*this, "overlap",
-                       llvm::cl::desc("Software-pipelined tile loop"),
-                       llvm::cl::init(false)};
-  Option<int64_t> deferPV{*this, "defer-pv",
-                          llvm::cl::desc("PV of the previous tile behind QK of this one "
-                                         "(1 on, 0 off, -1 auto)"),
-                          llvm::cl::init(-1)};
-  Option<bool> pingpong{*this, "pingpong",
-                        llvm::cl::desc("Consumer warpgroups take turns on the tensor cores"),
-                        llvm::cl::init(false)};
-  Option<bool> splitPV{*this, "split-pv",
-                       llvm::cl::desc("64-column PV wgmmas"),
-                       llvm::cl::init(false)};
-  Option<int64_t> producerRegs{*this, "producer-regs",
-                               llvm::cl::desc("setmaxnreg of the producer"),
-                               llvm::cl::init(24)};
-  Option<int64_t> ctasPerSM{*this, "ctas-per-sm",
-                            llvm::cl::desc("CTAs per SM for the register cap (0: auto)"),
-                            llvm::cl::init(0)};
-  Option<int64_t> consumerRegs{*this, "consumer-regs",
-                               llvm::cl::desc("setmaxnreg of the consumers"),
-                               llvm::cl::init(240)};
+  /// The kernel options of convert-flash-to-gpu, declared once.
+  GPUKernelOptionDecls<detail::PassOptions, PipelineOption> kernel{*this};
 };
 
 /// flash.attention (destination-passing style on memrefs) -> gpu.binary with

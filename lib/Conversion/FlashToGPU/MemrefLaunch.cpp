@@ -6,7 +6,7 @@
 // the launch on the caller's stream.
 //
 //===----------------------------------------------------------------------===//
-#include "FlashToGPU.h"
+#include "KernelStrategies.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -16,22 +16,27 @@ using namespace mlir;
 using namespace mlir::flash;
 using namespace mlir::flash::gpu_lowering;
 
-FailureOr<MemrefKernelSpec> gpu_lowering::memrefKernelSpec(AttentionOp op) {
+FailureOr<MemrefKernelSpec> gpu_lowering::memrefKernelSpec(AttentionOp op,
+                                                           std::string &why) {
   MemrefKernelSpec spec;
   int64_t nb = op.getNumBatchDims();
   spec.numBatchDims = nb;
   spec.d = op.getQueryType().getDimSize(nb + 1);
   spec.dv = op.getValueType().getDimSize(nb + 1);
-  if (ShapedType::isDynamic(spec.d) || ShapedType::isDynamic(spec.dv))
-    return op.emitOpError("convert-flash-to-gpu: head dims must be static");
+  if (ShapedType::isDynamic(spec.d) || ShapedType::isDynamic(spec.dv)) {
+    why = "head dims must be static";
+    return failure();
+  }
   spec.qElem = op.getQueryType().getElementType();
   spec.kElem = op.getKeyType().getElementType();
   spec.vElem = op.getValueType().getElementType();
   spec.oElem = op.getOutputType().getElementType();
   for (Type t : {spec.qElem, spec.kElem, spec.vElem, spec.oElem})
-    if (!t.isF32() && !t.isF16() && !t.isBF16())
-      return op.emitOpError("convert-flash-to-gpu: element type ")
-             << t << " is not supported (f32, f16 or bf16)";
+    if (!t.isF32() && !t.isF16() && !t.isBF16()) {
+      llvm::raw_string_ostream(why)
+          << "element type " << t << " is not supported (f32, f16 or bf16)";
+      return failure();
+    }
   spec.mask = op.getMaskOrNone();
   spec.hasLse = op.hasLse();
   spec.scale = op.getScale().convertToDouble();
@@ -56,15 +61,17 @@ MemrefKernelArgs::MemrefKernelArgs(Block &entry, const MemrefKernelSpec &spec) {
 }
 
 LogicalResult gpu_lowering::lowerToMemrefLaunch(
-    AttentionOp op, const OperandBuffers &bufs, Value stream,
-    int64_t kernelIndex, const MemrefKernelSpec &spec, int64_t rowsPerBlock,
-    int64_t threads, MemrefKernelBuilder build) {
+    RewriterBase &rewriter, AttentionOp op, const OperandBuffers &bufs,
+    const MemrefKernelSpec &spec, int64_t rowsPerBlock, int64_t threads,
+    MemrefKernelBuilder build) {
   Location loc = op.getLoc();
   int64_t nb = spec.numBatchDims;
+  Value stream = streamArgument(op);
   // [batch..., L, D] views as [batch·heads, L, D] with dynamic outer sizes,
   // so the kernel's signature depends on the head dims only.
-  OpBuilder ob(op);
-  ImplicitLocOpBuilder b(loc, ob);
+  OpBuilder::InsertionGuard guard(rewriter);
+  rewriter.setInsertionPoint(op);
+  ImplicitLocOpBuilder b(loc, rewriter);
   auto dynamicOuter = [&](Value m) {
     Value c = collapseBatchDims(b, m, nb);
     auto t = cast<MemRefType>(c.getType());
@@ -95,9 +102,12 @@ LogicalResult gpu_lowering::lowerToMemrefLaunch(
   for (Value a : args)
     argTypes.push_back(a.getType());
 
-  OpBuilder mb(op.getContext());
-  gpu::GPUModuleOp gmod = newKernelModule(mb, op, kernelIndex);
-  gpu::GPUFuncOp kernel = build(mb, loc, gmod, spec, argTypes);
+  gpu::GPUFuncOp kernel;
+  {
+    OpBuilder::InsertionGuard g(rewriter);
+    gpu::GPUModuleOp gmod = newKernelModule(rewriter, op);
+    kernel = build(rewriter, loc, gmod, spec, argTypes);
+  }
 
   // No key at all still launches: every row then writes 0 and lse = -inf.
   Value lq = memref::DimOp::create(b, bufs.q, nb);
@@ -113,6 +123,6 @@ LogicalResult gpu_lowering::lowerToMemrefLaunch(
     launchOnStream(b, kernel, gx, bhCount, threads, /*dynamicSmemBytes=*/0,
                    args, stream);
   }
-  replaceWithDestinations(op, bufs);
+  replaceWithDestinations(rewriter, op, bufs);
   return success();
 }

@@ -6,12 +6,12 @@
 // query rows), 16 rows per warp; Q stays in registers as mma.sync A
 // fragments; per tile of K/V keys staged in shared memory, S = QKᵀ and
 // O += PV are m16n8k16 mma.sync. The accumulator fragment of a warp's 16 rows
-// is laid out exactly like a wgmma m64 fragment's 16 rows, so the online
-// softmax (Softmax.cpp) and the P → A-fragment packing are the wgmma
-// kernel's own.
+// is laid out exactly like a wgmma m64 fragment's 16 rows
+// (AccumulatorLayout), so the online softmax step and the P → A-fragment
+// packing are the tile program's register forms (RegisterSoftmax.cpp).
 //
 //===----------------------------------------------------------------------===//
-#include "FlashToGPU.h"
+#include "KernelStrategies.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
@@ -46,10 +46,9 @@ static int64_t mmaTileRows(int64_t d, int64_t dv) {
   return t;
 }
 
-bool gpu_lowering::mmaKernelSupports(AttentionOp op, std::string *why) {
+static bool mmaKernelSupports(AttentionOp op, std::string &why) {
   auto fail = [&](const Twine &msg) {
-    if (why)
-      *why = msg.str();
+    why = msg.str();
     return false;
   };
   int64_t nb = op.getNumBatchDims();
@@ -213,6 +212,10 @@ static gpu::GPUFuncOp buildMmaKernel(OpBuilder &ob, Location loc,
 
   auto [tBegin, tEnd] =
       visibleTileRange(b, spec.mask, q0, kRowsPerBlock, lq, lk, T);
+  Value diagOff = maskDiagonalOffset(b, spec.mask, lq, lk);
+  Value warpRowHi = arith::MinSIOp::create(
+      b, arith::AddIOp::create(b, rowBase, constIdx(b, kRowsPerWarp - 1)),
+      lqLast);
   Value negInf = constF32(b, -std::numeric_limits<double>::infinity());
   Value zf = constF32(b, 0.0);
   SmallVector<Value> init = {negInf, negInf, zf, zf};
@@ -272,92 +275,23 @@ static gpu::GPUFuncOp buildMmaKernel(OpBuilder &ob, Location loc,
           s.append(acc.begin(), acc.end());
         }
 
-        RowState rs;
-        rs.m[0] = st[0];
-        rs.m[1] = st[1];
-        rs.l[0] = st[2];
-        rs.l[1] = st[3];
-        ScoreContext sc;
-        sc.rowIdx[0] = rows[0];
-        sc.rowIdx[1] = rows[1];
-        sc.colBase = j0;
-        sc.laneCol = t2;
-        MaskAttr mask = spec.mask;
-        sc.allowed = [&, lq, lk, mask](ImplicitLocOpBuilder &bb, Value r,
-                                       Value c) -> Value {
-          Value ok =
-              arith::CmpIOp::create(bb, arith::CmpIPredicate::slt, c, lk);
-          if (Value m =
-                  buildMaskPredicate(bb, bb.getLoc(), mask, r, c, lq, lk))
-            ok = arith::AndIOp::create(bb, ok, m);
-          return ok;
-        };
-        if (spec.scoreMod)
-          sc.scoreMod = [&, lqLast, lkLast](ImplicitLocOpBuilder &bb,
-                                            Value x, Value r,
-                                            Value c) -> Value {
-            // Indices stay in range for capture reads; masked anyway.
-            Value rc = arith::MinSIOp::create(bb, r, lqLast);
-            Value cc = arith::MinSIOp::create(bb, c, lkLast);
-            return inlineScoreMod(bb, *spec.scoreMod, x, heads.batchIdx, rc,
-                                  cc, args.captures);
-          };
+        RowState rs{{st[0], st[1]}, {st[2], st[3]}};
+        ScoreContext sc = makeScoreContext(
+            ib, spec.mask, spec.scoreMod, rows, j0, t2, lq, lk,
+            heads.batchIdx, args.captures, /*needsMask=*/true);
         // Only tiles that cross Lk or this warp's causal / window bound take
         // the per-element mask; the condition is uniform over the warp, whose
         // lanes the softmax's shuffles span.
-        Value needsMask = arith::CmpIOp::create(
-            ib, arith::CmpIPredicate::sgt,
-            arith::AddIOp::create(ib, j0, constIdx(ib, T)), lk);
-        if (mask && !mask.isNone()) {
-          Value off = mask.isBottomRight()
-                          ? arith::SubIOp::create(ib, lk, lq).getResult()
-                          : zero;
-          Value tileLast = arith::AddIOp::create(ib, j0, constIdx(ib, T - 1));
-          needsMask = arith::OrIOp::create(
-              ib, needsMask,
-              arith::CmpIOp::create(ib, arith::CmpIPredicate::sgt, tileLast,
-                                    arith::AddIOp::create(ib, rowBase, off)));
-          if (mask.getKind() == MaskKind::SlidingWindow) {
-            Value last = arith::MinSIOp::create(
-                ib, arith::AddIOp::create(ib, rowBase, constIdx(ib, 15)),
-                lqLast);
-            Value lo = arith::AddIOp::create(
-                ib, arith::AddIOp::create(ib, last, off),
-                constIdx(ib, -mask.getWindow()));
-            needsMask = arith::OrIOp::create(
-                ib, needsMask,
-                arith::CmpIOp::create(ib, arith::CmpIPredicate::sle, j0, lo));
-          }
-        }
-        SmallVector<Type> stepTypes(s.size() + 6, f32);
-        auto step = scf::IfOp::create(ib, stepTypes, needsMask,
-                                      /*withElse=*/true);
-        for (bool masked : {true, false}) {
-          OpBuilder::InsertionGuard gd(ib);
-          ib.setInsertionPointToStart(masked ? step.thenBlock()
-                                             : step.elseBlock());
-          SmallVector<Value> p(s);
-          RowState r = rs;
-          ScoreContext c = sc;
-          c.needsMask = masked;
-          std::array<Value, 2> al = onlineSoftmaxStep(ib, p, r, spec.scale, c);
-          p.append({r.m[0], r.m[1], r.l[0], r.l[1], al[0], al[1]});
-          scf::YieldOp::create(ib, p);
-        }
-        ValueRange stepRes = step.getResults();
-        s.assign(stepRes.begin(), stepRes.begin() + s.size());
-        int64_t n = s.size();
-        rs.m[0] = stepRes[n];
-        rs.m[1] = stepRes[n + 1];
-        rs.l[0] = stepRes[n + 2];
-        rs.l[1] = stepRes[n + 3];
-        std::array<Value, 2> alpha = {stepRes[n + 4], stepRes[n + 5]};
+        Value needsMask = tileNeedsElementMask(ib, spec.mask, j0, T, rowBase,
+                                               warpRowHi, lk, diagOff);
+        std::array<Value, 2> alpha =
+            maskedSoftmaxStep(ib, s, rs, spec.scale, needsMask, sc);
 
         // O = alpha·O + P V: P (the softmax registers) as A fragments,
         // B = V[16 keys][8 columns] by ldmatrix with transpose.
         SmallVector<Value> o(st.drop_front(4));
         for (size_t i = 0; i < o.size(); ++i)
-          o[i] = arith::MulFOp::create(ib, o[i], alpha[fragRowHalf(i)]);
+          o[i] = arith::MulFOp::create(ib, o[i], alpha[AccumulatorLayout::rowHalf(i)]);
         SmallVector<Value> pFrag = packA(ib, s, elem);
         for (int64_t n8 = 0; n8 < Dv / 8; ++n8) {
           SmallVector<Value, 4> acc(o.begin() + 4 * n8, o.begin() + 4 * n8 + 4);
@@ -376,65 +310,68 @@ static gpu::GPUFuncOp buildMmaKernel(OpBuilder &ob, Location loc,
         scf::YieldOp::create(ib, next);
       });
 
-  // Epilogue: the row sums are per thread until here (quad-reduce now);
-  // O = acc / l, 0 for a row that saw no key, whose lse is -inf.
+  // Epilogue: the row sums are per thread until here (quad-reduce now).
   ValueRange fin = loop.getResults();
-  Value inv[2], live[2], lTot[2];
+  ValueRange acc = fin.drop_front(4);
   for (int64_t h = 0; h < 2; ++h) {
-    lTot[h] = quadReduce(b, fin[2 + h], /*isMax=*/false);
-    live[h] = arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, lTot[h], zf);
-    inv[h] = arith::SelectOp::create(
-        b, live[h], arith::DivFOp::create(b, constF32(b, 1.0), lTot[h]), zf);
-  }
-  for (int64_t h = 0; h < 2; ++h) {
+    Value lTot = quadReduce(b, fin[2 + h], /*isMax=*/false);
+    RowResult row = finishRow(b, fin[h], lTot, args.lse != nullptr);
     Value valid =
         arith::CmpIOp::create(b, arith::CmpIPredicate::slt, rows[h], lq);
     auto ifRow = scf::IfOp::create(b, valid, /*withElse=*/false);
     OpBuilder::InsertionGuard gd(b);
     b.setInsertionPointToStart(ifRow.thenBlock());
+    // The thread holds columns 8·n + 2·(lane%4) + {0, 1} of its rows.
     for (int64_t n8 = 0; n8 < Dv / 8; ++n8)
-      for (int64_t c = 0; c < 2; ++c) {
-        Value x = arith::MulFOp::create(b, fin[4 + 4 * n8 + 2 * h + c], inv[h]);
+      for (int64_t c = 8 * n8; c < 8 * n8 + 2; ++c) {
+        Value x = arith::MulFOp::create(
+            b, acc[AccumulatorLayout::element(c, h)], row.inv);
         if (spec.oElem != f32)
           x = arith::TruncFOp::create(b, spec.oElem, x);
-        Value col = arith::AddIOp::create(b, t2, constIdx(b, 8 * n8 + c));
+        Value col = arith::AddIOp::create(b, t2, constIdx(b, c));
         memref::StoreOp::create(b, x, args.out, ValueRange{bh, rows[h], col});
       }
     if (args.lse) {
-      // lse = ln 2 · (m + log2 l), m the running max of log2 scores; one
-      // lane of the quad writes it.
+      // One lane of the quad writes the row's log-sum-exp.
       Value first =
           arith::CmpIOp::create(b, arith::CmpIPredicate::eq, t2, zero);
       auto ifLane = scf::IfOp::create(b, first, /*withElse=*/false);
       OpBuilder::InsertionGuard gl(b);
       b.setInsertionPointToStart(ifLane.thenBlock());
-      Value log2L = LLVM::CallIntrinsicOp::create(
-                        b, f32, b.getStringAttr("llvm.nvvm.lg2.approx.f"),
-                        ValueRange{arith::SelectOp::create(
-                            b, live[h], lTot[h], constF32(b, 1.0))})
-                        .getResult(0);
-      Value val = arith::SelectOp::create(
-          b, live[h],
-          arith::MulFOp::create(b, arith::AddFOp::create(b, fin[h], log2L),
-                                constF32(b, std::log(2.0))),
-          negInf);
-      memref::StoreOp::create(b, val, args.lse, ValueRange{bh, rows[h]});
+      memref::StoreOp::create(b, row.lse, args.lse, ValueRange{bh, rows[h]});
     }
   }
   gpu::ReturnOp::create(b);
   return fn;
 }
 
-LogicalResult gpu_lowering::lowerToMmaLaunch(AttentionOp op,
-                                             const OperandBuffers &bufs,
-                                             Value stream,
-                                             int64_t kernelIndex) {
-  std::string why;
-  if (!mmaKernelSupports(op, &why))
-    return op.emitOpError("convert-flash-to-gpu: ") << why;
-  FailureOr<MemrefKernelSpec> spec = memrefKernelSpec(op);
-  if (failed(spec))
-    return failure();
-  return lowerToMemrefLaunch(op, bufs, stream, kernelIndex, *spec,
-                             kRowsPerBlock, 32 * kWarps, buildMmaKernel);
+namespace {
+class MmaStrategy final : public KernelStrategy {
+public:
+  StringRef name() const override { return "mma"; }
+  bool supports(AttentionOp op, const ChipInfo &chip,
+                std::string &why) const override {
+    if (!chip.hasMmaSync()) {
+      why = "the mma kernel needs sm_80 or newer";
+      return false;
+    }
+    return mmaKernelSupports(op, why) &&
+           succeeded(memrefKernelSpec(op, why));
+  }
+  LogicalResult lower(RewriterBase &rewriter, AttentionOp op,
+                      const OperandBuffers &bufs, const GPUKernelOptions &,
+                      const ChipInfo &) const override {
+    std::string why;
+    FailureOr<MemrefKernelSpec> spec = memrefKernelSpec(op, why);
+    if (failed(spec))
+      return op.emitOpError("convert-flash-to-gpu: ") << why;
+    return lowerToMemrefLaunch(rewriter, op, bufs, *spec, kRowsPerBlock,
+                               32 * kWarps, buildMmaKernel);
+  }
+};
+} // namespace
+
+const KernelStrategy &gpu_lowering::mmaStrategy() {
+  static const MmaStrategy strategy;
+  return strategy;
 }

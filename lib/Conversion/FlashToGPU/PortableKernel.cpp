@@ -11,7 +11,7 @@
 // ever stored.
 //
 //===----------------------------------------------------------------------===//
-#include "FlashToGPU.h"
+#include "KernelStrategies.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -56,22 +56,6 @@ static Value fromF32(ImplicitLocOpBuilder &b, Value x, Type t) {
   if (t.getIntOrFloatBitWidth() < 32)
     return arith::TruncFOp::create(b, t, x);
   return arith::ExtFOp::create(b, t, x);
-}
-
-// The softmax runs in the log2 domain on the special-function unit's ex2 and
-// lg2, like the wgmma kernel: no libdevice, so the PTX is complete without
-// CUDA_HOME; ex2.approx.ftz(-inf) = +0 is what masked scores need.
-static Value exp2Approx(ImplicitLocOpBuilder &b, Value x) {
-  return LLVM::CallIntrinsicOp::create(
-             b, b.getF32Type(),
-             b.getStringAttr("llvm.nvvm.ex2.approx.ftz.f32"), ValueRange{x})
-      .getResult(0);
-}
-static Value log2Approx(ImplicitLocOpBuilder &b, Value x) {
-  return LLVM::CallIntrinsicOp::create(
-             b, b.getF32Type(), b.getStringAttr("llvm.nvvm.lg2.approx.f"),
-             ValueRange{x})
-      .getResult(0);
 }
 
 /// x·y + z as a contractible multiply-add (NVPTX fuses it into fma.rn.f32;
@@ -241,11 +225,7 @@ static gpu::GPUFuncOp buildPortableKernel(OpBuilder &ob, Location loc,
                           s = inlineScoreMod(sb, *spec.scoreMod, s,
                                              heads.batchIdx, row, jC,
                                              captures);
-                        Value ok = arith::CmpIOp::create(
-                            sb, arith::CmpIPredicate::slt, j, lk);
-                        if (Value allowed = buildMaskPredicate(
-                                sb, sb.getLoc(), spec.mask, row, j, lq, lk))
-                          ok = arith::AndIOp::create(sb, ok, allowed);
+                        Value ok = scoreAllowed(sb, spec.mask, row, j, lq, lk);
                         s = arith::SelectOp::create(
                             sb, ok, arith::MulFOp::create(sb, s, log2e),
                             negInf);
@@ -254,14 +234,8 @@ static gpu::GPUFuncOp buildPortableKernel(OpBuilder &ob, Location loc,
                             arith::MaximumFOp::create(sb, mx[0], s)};
                       })
                   .getResult(0);
-          Value mNew = arith::MaximumFOp::create(ib, m, tileMax);
-          // A row that has seen only masked keys keeps m = -inf; subtract 0
-          // then, so exp gives 0 instead of NaN.
-          Value dead = arith::CmpFOp::create(ib, arith::CmpFPredicate::OEQ,
-                                             mNew, negInf);
-          Value mSafe = arith::SelectOp::create(ib, dead, zf, mNew);
-          Value alpha =
-              exp2Approx(ib, arith::SubFOp::create(ib, m, mSafe));
+          MaxUpdate u = updateRunningMax(ib, m, tileMax);
+          Value mSafe = u.mUse, alpha = u.alpha;
           Value pSum =
               forLoop(ib, zero, constIdx(ib, T), one, {zf},
                       [&](ImplicitLocOpBuilder &pb, Value jj, ValueRange s) {
@@ -294,9 +268,8 @@ static gpu::GPUFuncOp buildPortableKernel(OpBuilder &ob, Location loc,
                     memref::StoreOp::create(ab, sum, acc, ValueRange{c});
                     return SmallVector<Value>{};
                   });
-          Value lNew = arith::AddFOp::create(
-              ib, arith::MulFOp::create(ib, l, alpha), pSum);
-          scf::YieldOp::create(ib, ValueRange{mNew, lNew});
+          Value lNew = updateRunningSum(ib, l, alpha, pSum);
+          scf::YieldOp::create(ib, ValueRange{u.m, lNew});
         }
         return SmallVector<Value>(update.getResults());
       });
@@ -306,47 +279,54 @@ static gpu::GPUFuncOp buildPortableKernel(OpBuilder &ob, Location loc,
   {
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(ifRow.thenBlock());
-    Value m = tiles.getResult(0), l = tiles.getResult(1);
-    Value live =
-        arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, l, zf);
-    Value inv = arith::SelectOp::create(
-        b, live, arith::DivFOp::create(b, constF32(b, 1.0), l), zf);
+    RowResult fin = finishRow(b, tiles.getResult(0), tiles.getResult(1),
+                              lse != nullptr);
     forLoop(b, zero, constIdx(b, Dv), one, {},
             [&](ImplicitLocOpBuilder &ib, Value c, ValueRange) {
               Value x = arith::MulFOp::create(
-                  ib, memref::LoadOp::create(ib, acc, ValueRange{c}), inv);
+                  ib, memref::LoadOp::create(ib, acc, ValueRange{c}), fin.inv);
               memref::StoreOp::create(ib, fromF32(ib, x, spec.oElem), o,
                                       ValueRange{bh, row, c});
               return SmallVector<Value>{};
             });
-    if (lse) {
-      // lse = ln 2 · (m + log2 l), m being the running max of log2 scores.
-      Value log2L = log2Approx(
-          b, arith::SelectOp::create(b, live, l, constF32(b, 1.0)));
-      Value val = arith::SelectOp::create(
-          b, live,
-          arith::MulFOp::create(b, arith::AddFOp::create(b, m, log2L),
-                                constF32(b, std::log(2.0))),
-          negInf);
-      memref::StoreOp::create(b, val, lse, ValueRange{bh, row});
-    }
+    if (lse)
+      memref::StoreOp::create(b, fin.lse, lse, ValueRange{bh, row});
   }
   gpu::ReturnOp::create(b);
   return fn;
 }
 
-LogicalResult gpu_lowering::lowerToPortableLaunch(AttentionOp op,
-                                                  const OperandBuffers &bufs,
-                                                  Value stream,
-                                                  int64_t kernelIndex) {
-  FailureOr<MemrefKernelSpec> spec = memrefKernelSpec(op);
-  if (failed(spec))
-    return failure();
-  if (tileRowsFor(spec->d, spec->dv) == 0)
-    return op.emitOpError("convert-flash-to-gpu: head dims D = ")
-           << spec->d << ", Dv = " << spec->dv
-           << " are too large for a shared-memory tile of one key";
-  return lowerToMemrefLaunch(op, bufs, stream, kernelIndex, *spec,
-                             kRowsPerBlock, kRowsPerBlock,
-                             buildPortableKernel);
+namespace {
+class PortableStrategy final : public KernelStrategy {
+public:
+  StringRef name() const override { return "portable"; }
+  bool supports(AttentionOp op, const ChipInfo &,
+                std::string &why) const override {
+    FailureOr<MemrefKernelSpec> spec = memrefKernelSpec(op, why);
+    if (failed(spec))
+      return false;
+    if (tileRowsFor(spec->d, spec->dv) == 0) {
+      llvm::raw_string_ostream(why)
+          << "head dims D = " << spec->d << ", Dv = " << spec->dv
+          << " are too large for a shared-memory tile of one key";
+      return false;
+    }
+    return true;
+  }
+  LogicalResult lower(RewriterBase &rewriter, AttentionOp op,
+                      const OperandBuffers &bufs, const GPUKernelOptions &,
+                      const ChipInfo &) const override {
+    std::string why;
+    FailureOr<MemrefKernelSpec> spec = memrefKernelSpec(op, why);
+    if (failed(spec))
+      return op.emitOpError("convert-flash-to-gpu: ") << why;
+    return lowerToMemrefLaunch(rewriter, op, bufs, *spec, kRowsPerBlock,
+                               kRowsPerBlock, buildPortableKernel);
+  }
+};
+} // namespace
+
+const KernelStrategy &gpu_lowering::portableStrategy() {
+  static const PortableStrategy strategy;
+  return strategy;
 }

@@ -1,16 +1,19 @@
-//===- Softmax.cpp - online softmax on wgmma accumulator registers --------===//
+//===- RegisterSoftmax.cpp - the online-softmax step on accumulator fragments //
 //
-// Each thread holds two rows (r and r+8) of a 64-row fragment, spread over
-// the four lanes of a quad; row statistics are reduced with two butterfly
-// shuffles. Work is in the log2 domain: s2 = s·scale·log2(e), p = 2^(s2 − m),
-// so the softmax needs one ex2 per element and no exp.
+// The tile program's softmax step for the tensor-core strategies: each
+// thread holds two rows (r and r+8) of a 16-row slice of the accumulator
+// (AccumulatorLayout), spread over the four lanes of a quad; row statistics
+// are reduced with two butterfly shuffles. Work is in the log2 domain:
+// s2 = s·scale·log2(e), p = 2^(s2 − m), so the softmax needs one ex2 per
+// element and no exp.
 //
 //===----------------------------------------------------------------------===//
-#include "FlashToGPU.h"
+#include "TileProgram.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 #include <cmath>
@@ -20,13 +23,7 @@ using namespace mlir;
 using namespace mlir::flash;
 using namespace mlir::flash::gpu_lowering;
 
-static Value exp2Approx(ImplicitLocOpBuilder &b, Value x) {
-  // ex2.approx.ftz: 2^-inf = +0, which is what masked scores need.
-  return LLVM::CallIntrinsicOp::create(
-             b, b.getF32Type(), b.getStringAttr("llvm.nvvm.ex2.approx.ftz.f32"),
-             ValueRange{x})
-      .getResult(0);
-}
+using Layout = AccumulatorLayout;
 
 Value gpu_lowering::quadReduce(ImplicitLocOpBuilder &b, Value v, bool isMax) {
   Value width = constI32(b, 32);
@@ -46,7 +43,6 @@ gpu_lowering::onlineSoftmaxStep(ImplicitLocOpBuilder &b,
                                 double scale, const ScoreContext &ctx) {
   const double log2e = 1.4426950408889634;
   Value negInf = constF32(b, -std::numeric_limits<double>::infinity());
-  Value zero = constF32(b, 0.0);
   Value scaleLog2 = constF32(b, scale * log2e);
   Value scaleNat = constF32(b, scale);
   Value log2eV = constF32(b, log2e);
@@ -59,8 +55,8 @@ gpu_lowering::onlineSoftmaxStep(ImplicitLocOpBuilder &b,
     if (ctx.needsMask)
       for (int64_t i = 0, e = s.size(); i < e; ++i) {
         Value c = arith::AddIOp::create(b, ctx.colBase, ctx.laneCol);
-        c = arith::AddIOp::create(b, c, constIdx(b, fragColBase(i)));
-        Value ok = ctx.allowed(b, ctx.rowIdx[fragRowHalf(i)], c);
+        c = arith::AddIOp::create(b, c, constIdx(b, Layout::column(i)));
+        Value ok = ctx.allowed(b, ctx.rowIdx[Layout::rowHalf(i)], c);
         s[i] = arith::SelectOp::create(b, ok, s[i], negInf);
       }
     std::array<Value, 2> alpha;
@@ -68,42 +64,37 @@ gpu_lowering::onlineSoftmaxStep(ImplicitLocOpBuilder &b,
     for (int64_t h = 0; h < 2; ++h) {
       Value mx;
       for (int64_t i = 0, e = s.size(); i < e; ++i)
-        if (fragRowHalf(i) == h)
+        if (Layout::rowHalf(i) == h)
           mx = mx ? arith::MaxNumFOp::create(b, mx, s[i]).getResult() : s[i];
       mx = quadReduce(b, mx, /*isMax=*/true);
       mx = arith::MulFOp::create(b, mx, scaleLog2);
-      Value mNew = arith::MaxNumFOp::create(b, st.m[h], mx);
-      Value isInf = arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, mNew,
-                                          negInf);
-      Value mUse = arith::SelectOp::create(b, isInf, zero, mNew);
-      alpha[h] = exp2Approx(b, arith::SubFOp::create(b, st.m[h], mUse));
-      negM[h] = arith::NegFOp::create(b, mUse);
-      st.m[h] = mNew;
+      MaxUpdate u = updateRunningMax(b, st.m[h], mx);
+      alpha[h] = u.alpha;
+      negM[h] = arith::NegFOp::create(b, u.mUse);
+      st.m[h] = u.m;
     }
     Value rowSum[2] = {Value(), Value()};
     for (int64_t i = 0, e = s.size(); i < e; ++i) {
-      int64_t h = fragRowHalf(i);
+      int64_t h = Layout::rowHalf(i);
       Value x = math::FmaOp::create(b, s[i], scaleLog2, negM[h]);
       s[i] = exp2Approx(b, x);
       rowSum[h] = rowSum[h]
                       ? arith::AddFOp::create(b, rowSum[h], s[i]).getResult()
                       : s[i];
     }
-    for (int64_t h = 0; h < 2; ++h) {
-      Value scaled = arith::MulFOp::create(b, st.l[h], alpha[h]);
-      st.l[h] = arith::AddFOp::create(b, scaled, rowSum[h]);
-    }
+    for (int64_t h = 0; h < 2; ++h)
+      st.l[h] = updateRunningSum(b, st.l[h], alpha[h], rowSum[h]);
     return alpha;
   }
 
   // Scores in the log2 domain, with score_mod and the mask applied.
   for (int64_t i = 0, e = s.size(); i < e; ++i) {
     Value &v = s[i];
-    int64_t h = fragRowHalf(i);
+    int64_t h = Layout::rowHalf(i);
     Value col;
     if (ctx.needsMask || ctx.scoreMod) {
       Value c = arith::AddIOp::create(b, ctx.colBase, ctx.laneCol);
-      col = arith::AddIOp::create(b, c, constIdx(b, fragColBase(i)));
+      col = arith::AddIOp::create(b, c, constIdx(b, Layout::column(i)));
     }
     Value x;
     if (ctx.scoreMod) {
@@ -125,34 +116,57 @@ gpu_lowering::onlineSoftmaxStep(ImplicitLocOpBuilder &b,
   for (int64_t h = 0; h < 2; ++h) {
     Value mx;
     for (int64_t i = 0, e = s.size(); i < e; ++i) {
-      if (fragRowHalf(i) != h)
+      if (Layout::rowHalf(i) != h)
         continue;
       mx = mx ? arith::MaxNumFOp::create(b, mx, s[i]).getResult() : s[i];
     }
     mx = quadReduce(b, mx, /*isMax=*/true);
-    Value mNew = arith::MaxNumFOp::create(b, st.m[h], mx);
-    // A row with nothing allowed so far keeps m = -inf; subtract 0 instead
-    // so that 2^(-inf - m) is 0, never NaN.
-    Value isInf = arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, mNew,
-                                        negInf);
-    mUse[h] = arith::SelectOp::create(b, isInf, zero, mNew);
-    alpha[h] = exp2Approx(b, arith::SubFOp::create(b, st.m[h], mUse[h]));
-    st.m[h] = mNew;
+    MaxUpdate u = updateRunningMax(b, st.m[h], mx);
+    mUse[h] = u.mUse;
+    alpha[h] = u.alpha;
+    st.m[h] = u.m;
   }
 
   Value rowSum[2] = {Value(), Value()};
   for (int64_t i = 0, e = s.size(); i < e; ++i) {
     Value &v = s[i];
-    int64_t h = fragRowHalf(i);
+    int64_t h = Layout::rowHalf(i);
     v = exp2Approx(b, arith::SubFOp::create(b, v, mUse[h]));
     rowSum[h] = rowSum[h] ? arith::AddFOp::create(b, rowSum[h], v).getResult()
                           : v;
   }
-  for (int64_t h = 0; h < 2; ++h) {
-    Value scaled = arith::MulFOp::create(b, st.l[h], alpha[h]);
-    st.l[h] = arith::AddFOp::create(b, scaled, rowSum[h]);
-  }
+  for (int64_t h = 0; h < 2; ++h)
+    st.l[h] = updateRunningSum(b, st.l[h], alpha[h], rowSum[h]);
   return alpha;
+}
+
+std::array<Value, 2>
+gpu_lowering::maskedSoftmaxStep(ImplicitLocOpBuilder &b,
+                                SmallVectorImpl<Value> &s, RowState &st,
+                                double scale, Value needsMask,
+                                const ScoreContext &ctx) {
+  // The predicate is uniform over the 16 rows whose lanes the softmax's
+  // shuffles span, so both branches are taken warp-uniformly.
+  SmallVector<Type> types(s.size() + 6, b.getF32Type());
+  auto ifMask = scf::IfOp::create(b, types, needsMask, /*withElse=*/true);
+  for (bool masked : {true, false}) {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(masked ? ifMask.thenBlock()
+                                      : ifMask.elseBlock());
+    SmallVector<Value> p(s.begin(), s.end());
+    RowState r = st;
+    ScoreContext c = ctx;
+    c.needsMask = masked;
+    std::array<Value, 2> alpha = onlineSoftmaxStep(b, p, r, scale, c);
+    p.append({r.m[0], r.m[1], r.l[0], r.l[1], alpha[0], alpha[1]});
+    scf::YieldOp::create(b, p);
+  }
+  ValueRange res = ifMask.getResults();
+  int64_t n = s.size();
+  for (int64_t e = 0; e < n; ++e)
+    s[e] = res[e];
+  st = RowState{{res[n], res[n + 1]}, {res[n + 2], res[n + 3]}};
+  return {res[n + 4], res[n + 5]};
 }
 
 SmallVector<Value> gpu_lowering::packA(ImplicitLocOpBuilder &b,

@@ -1,4 +1,4 @@
-//===- KernelBuilder.cpp - the sm_90a flash-attention kernel skeleton -----===//
+//===- WgmmaKernel.cpp - the sm_90a strategy: TMA ring, wgmma, warpgroups -===//
 //
 // One CTA per (batch·head, block of blockM query rows). Warpgroup 0 is the
 // producer: one thread loads Q once and streams K/V tiles into a ring of
@@ -12,7 +12,8 @@
 // orders the consumer warpgroups' GEMM issues in any but the last.
 //
 //===----------------------------------------------------------------------===//
-#include "FlashToGPU.h"
+#include "HopperPrimitives.h"
+#include "KernelStrategies.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
@@ -58,39 +59,6 @@ static Value stageOffset(ImplicitLocOpBuilder &b, KernelEnv &env, Value s,
                          int64_t stride, int64_t base) {
   Value off = toI64(b, idxMul(b, s, stride));
   return arith::AddIOp::create(b, off, constI64(b, base));
-}
-
-/// The K/V tiles a query block visits: causal and window masks skip tiles
-/// that are entirely masked for every row of the block.
-static void computeTileRange(ImplicitLocOpBuilder &b, KernelEnv &env) {
-  const KernelConfig &cfg = env.cfg;
-  Value bn = constIdx(b, cfg.blockN);
-  Value zero = constIdx(b, 0);
-  Value nT = arith::CeilDivSIOp::create(b, env.lk, bn);
-  env.tBegin = zero;
-  env.tEnd = nT;
-  if (!env.spec.hasMask())
-    return;
-  MaskAttr mask = env.spec.mask;
-  Value off = mask.isBottomRight()
-                  ? arith::SubIOp::create(b, env.lk, env.lq).getResult()
-                  : zero;
-  // Last query row of the block that exists.
-  Value blockLast = idxAdd(b, env.q0, constIdx(b, cfg.blockM));
-  blockLast = arith::MinSIOp::create(b, blockLast, env.lq);
-  blockLast = arith::SubIOp::create(b, blockLast, constIdx(b, 1));
-  Value hi = idxAdd(b, blockLast, off);
-  Value endM =
-      idxAdd(b, arith::FloorDivSIOp::create(b, hi, bn), constIdx(b, 1));
-  endM = arith::MinSIOp::create(b, endM, nT);
-  env.tEnd = arith::MaxSIOp::create(b, endM, zero);
-  if (mask.getKind() == MaskKind::SlidingWindow) {
-    Value lo = idxAdd(b, env.q0, off);
-    lo = idxAdd(b, lo, constIdx(b, 1 - mask.getWindow()));
-    Value begin = arith::FloorDivSIOp::create(b, lo, bn);
-    begin = arith::MaxSIOp::create(b, begin, zero);
-    env.tBegin = arith::MinSIOp::create(b, begin, env.tEnd);
-  }
 }
 
 static void buildProducer(ImplicitLocOpBuilder &b, KernelEnv &env) {
@@ -251,94 +219,27 @@ static void buildConsumer(ImplicitLocOpBuilder &b, KernelEnv &env,
   // take a softmax without index arithmetic.
   Value wgRowLo = idxAdd(b, env.q0, idxMul(b, c, 64));
   Value wgRowHi = idxAdd(b, wgRowLo, constIdx(b, 63));
-  Value diagOff = spec.hasMask() && mask.isBottomRight()
-                      ? arith::SubIOp::create(b, lk, lq).getResult()
-                      : constIdx(b, 0);
+  Value diagOff = maskDiagonalOffset(b, mask, lq, lk);
   auto tileNeedsMask = [&](Value t) -> Value {
-    Value colLo = idxMul(b, t, BN);
-    Value colHi = idxAdd(b, colLo, constIdx(b, BN - 1));
-    Value need =
-        arith::CmpIOp::create(b, arith::CmpIPredicate::sge, colHi, lk);
-    if (spec.hasMask()) {
-      Value lim = idxAdd(b, wgRowLo, diagOff);
-      need = arith::OrIOp::create(
-          b, need,
-          arith::CmpIOp::create(b, arith::CmpIPredicate::sgt, colHi, lim));
-      if (mask.getKind() == MaskKind::SlidingWindow) {
-        Value lo = idxAdd(b, wgRowHi, diagOff);
-        lo = idxAdd(b, lo, constIdx(b, -mask.getWindow()));
-        need = arith::OrIOp::create(
-            b, need,
-            arith::CmpIOp::create(b, arith::CmpIPredicate::sle, colLo, lo));
-      }
-    }
-    return need;
+    return tileNeedsElementMask(b, mask, idxMul(b, t, BN), BN, wgRowLo,
+                                wgRowHi, lk, diagOff);
   };
   // Softmax of one tile: returns p (in sv), alpha, and the new row state.
   auto softmax = [&](Value t, SmallVectorImpl<Value> &sv, RowState &st)
       -> std::array<Value, 2> {
-    SmallVector<Type> types(sv.size() + 6, f32);
-    auto ifMask = scf::IfOp::create(b, types, tileNeedsMask(t),
-                                    /*withElse=*/true);
-    for (int branch = 0; branch < 2; ++branch) {
-      OpBuilder::InsertionGuard g(b);
-      b.setInsertionPointToStart(branch == 0 ? ifMask.thenBlock()
-                                             : ifMask.elseBlock());
-      SmallVector<Value> v(sv.begin(), sv.end());
-      RowState s2 = st;
-      ScoreContext sc;
-      sc.rowIdx[0] = rows[0];
-      sc.rowIdx[1] = rows[1];
-      sc.colBase = idxMul(b, t, BN);
-      sc.laneCol = laneCol;
-      sc.needsMask = branch == 0;
-      sc.allowed = [mask, lq, lk](ImplicitLocOpBuilder &bb, Value r,
-                                  Value col) -> Value {
-        Value ok =
-            arith::CmpIOp::create(bb, arith::CmpIPredicate::slt, col, lk);
-        if (Value m =
-                buildMaskPredicate(bb, bb.getLoc(), mask, r, col, lq, lk))
-          ok = arith::AndIOp::create(bb, ok, m);
-        return ok;
-      };
-      if (spec.scoreMod) {
-        // score_mod is only defined on real (q, kv) pairs, and a capture
-        // such as a [Lq, Lk] bias must not be read past its end: tail rows
-        // and columns (masked or never stored) see the last valid index.
-        Value lastRow = arith::SubIOp::create(b, lq, constIdx(b, 1));
-        Value lastCol = arith::SubIOp::create(b, lk, constIdx(b, 1));
-        Value r0 = rows[0];
-        Value cr0 = arith::MinSIOp::create(b, rows[0], lastRow);
-        Value cr1 = arith::MinSIOp::create(b, rows[1], lastRow);
-        sc.scoreMod = [&env, lastCol, r0, cr0, cr1](ImplicitLocOpBuilder &bb,
-                                                    Value x, Value r,
-                                                    Value col) {
-          Value cr = r == r0 ? cr0 : cr1;
-          Value cc = arith::MinSIOp::create(bb, col, lastCol);
-          return inlineScoreMod(bb, *env.spec.scoreMod, x, env.batchIdx, cr,
-                                cc, env.captures);
-        };
-      }
-      std::array<Value, 2> a = onlineSoftmaxStep(b, v, s2, spec.scale, sc);
-      v.append({s2.m[0], s2.m[1], s2.l[0], s2.l[1], a[0], a[1]});
-      scf::YieldOp::create(b, v);
-    }
-    auto r = ifMask.getResults();
-    int64_t n = sv.size();
-    for (int64_t e = 0; e < n; ++e)
-      sv[e] = r[e];
-    st.m[0] = r[n];
-    st.m[1] = r[n + 1];
-    st.l[0] = r[n + 2];
-    st.l[1] = r[n + 3];
-    return {r[n + 4], r[n + 5]};
+    Value needsMask = tileNeedsMask(t);
+    ScoreContext sc = makeScoreContext(b, mask, spec.scoreMod, rows,
+                                       idxMul(b, t, BN), laneCol, lq, lk,
+                                       env.batchIdx, env.captures,
+                                       /*needsMask=*/true);
+    return maskedSoftmaxStep(b, sv, st, spec.scale, needsMask, sc);
   };
   auto rescale = [&](SmallVector<Value> &O, std::array<Value, 2> alpha) {
     for (int64_t k = 0; k < chunks; ++k) {
       Value o = O[k];
       for (int64_t e = 0; e < chunkN / 2; ++e) {
         Value x = LLVM::ExtractValueOp::create(b, o, e);
-        x = arith::MulFOp::create(b, x, alpha[fragRowHalf(e)]);
+        x = arith::MulFOp::create(b, x, alpha[AccumulatorLayout::rowHalf(e)]);
         o = LLVM::InsertValueOp::create(b, o, x, e);
       }
       O[k] = o;
@@ -597,13 +498,8 @@ static void buildConsumer(ImplicitLocOpBuilder &b, KernelEnv &env,
   Value mFin[2] = {res[chunks], res[chunks + 1]};
   Value lFin[2] = {quadReduce(b, res[chunks + 2], false),
                    quadReduce(b, res[chunks + 3], false)};
-  Value inv[2];
-  for (int h = 0; h < 2; ++h) {
-    Value isZero =
-        arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, lFin[h], fzero);
-    Value r = arith::DivFOp::create(b, constF32(b, 1.0), lFin[h]);
-    inv[h] = arith::SelectOp::create(b, isZero, fzero, r);
-  }
+  RowResult fin[2] = {finishRow(b, mFin[0], lFin[0], spec.hasLse),
+                      finishRow(b, mFin[1], lFin[1], spec.hasLse)};
   auto ptrTy = LLVM::LLVMPointerType::get(ctx);
   auto pairTy = VectorType::get({2}, elem);
   int64_t eltBytes = elem.getIntOrFloatBitWidth() / 8;
@@ -616,40 +512,32 @@ static void buildConsumer(ImplicitLocOpBuilder &b, KernelEnv &env,
     b.setInsertionPointToStart(ifRow.thenBlock());
     Value flatRow = idxAdd(b, rowBase, rows[h]);
     Value rowOff = idxAdd(b, idxMul(b, flatRow, Dv), laneCol);
+    // Column pairs (c, c+1) of the row half are adjacent accumulator
+    // elements: one 2-element store each.
     for (int64_t k = 0; k < chunks; ++k)
-      for (int64_t e = 0; e < chunkN / 2; e += 2) {
-        if (fragRowHalf(e) != h)
-          continue;
+      for (int64_t c = 0; c < chunkN; c += 8) {
+        int64_t e = AccumulatorLayout::element(c, h);
         Value x0 = LLVM::ExtractValueOp::create(b, res[k], e);
         Value x1 = LLVM::ExtractValueOp::create(b, res[k], e + 1);
         x0 = arith::TruncFOp::create(
-            b, elem, arith::MulFOp::create(b, x0, inv[h]));
+            b, elem, arith::MulFOp::create(b, x0, fin[h].inv));
         x1 = arith::TruncFOp::create(
-            b, elem, arith::MulFOp::create(b, x1, inv[h]));
+            b, elem, arith::MulFOp::create(b, x1, fin[h].inv));
         Value v = vector::FromElementsOp::create(b, pairTy, ValueRange{x0, x1});
-        int64_t col = k * chunkN + 8 * (e / 4);
+        int64_t col = k * chunkN + AccumulatorLayout::column(e);
         Value off = toI64(b, idxAdd(b, rowOff, constIdx(b, col)));
         Value ptr = LLVM::GEPOp::create(b, ptrTy, elem, env.outPtr,
                                         ValueRange{off});
         LLVM::StoreOp::create(b, v, ptr, /*alignment=*/2 * eltBytes);
       }
     if (spec.hasLse) {
-      // lse = ln(sum exp(s)) = ln 2 · (m + log2 l); -inf for an empty row.
+      // One lane of the quad writes the row's log-sum-exp.
       Value q0 = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, quadLane,
                                        constIdx(b, 0));
       auto ifQ = scf::IfOp::create(b, q0, /*withElse=*/false);
       OpBuilder::InsertionGuard g2(b);
       b.setInsertionPointToStart(ifQ.thenBlock());
-      Value lg = LLVM::CallIntrinsicOp::create(
-                     b, b.getF32Type(),
-                     b.getStringAttr("llvm.nvvm.lg2.approx.f"),
-                     ValueRange{lFin[h]})
-                     .getResult(0);
-      Value lse = arith::MulFOp::create(b, arith::AddFOp::create(b, mFin[h], lg),
-                                        constF32(b, std::log(2.0)));
-      Value isZero =
-          arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, lFin[h], fzero);
-      lse = arith::SelectOp::create(b, isZero, negInf, lse);
+      Value lse = fin[h].lse;
       Value ptr = LLVM::GEPOp::create(b, ptrTy, b.getF32Type(), env.lsePtr,
                                       ValueRange{toI64(b, flatRow)});
       LLVM::StoreOp::create(b, lse, ptr, /*alignment=*/4);
@@ -657,10 +545,10 @@ static void buildConsumer(ImplicitLocOpBuilder &b, KernelEnv &env,
   }
 }
 
-gpu::GPUFuncOp gpu_lowering::buildAttentionKernel(OpBuilder &ob, Location loc,
-                                                  gpu::GPUModuleOp module,
-                                                  const KernelConfig &cfg,
-                                                  const KernelSpec &spec) {
+gpu::GPUFuncOp gpu_lowering::buildWgmmaKernel(OpBuilder &ob, Location loc,
+                                              gpu::GPUModuleOp module,
+                                              const KernelConfig &cfg,
+                                              const KernelSpec &spec) {
   MLIRContext *ctx = ob.getContext();
   ImplicitLocOpBuilder b(loc, ob);
   b.setInsertionPointToEnd(module.getBody());
@@ -720,32 +608,12 @@ gpu::GPUFuncOp gpu_lowering::buildAttentionKernel(OpBuilder &ob, Location loc,
   env.bh = gpu::BlockIdOp::create(b, gpu::Dimension::y);
   env.q0 = idxMul(b, qBlock, cfg.blockM);
 
-  // Grouped-query attention: query head h of the last batch dim reads KV
-  // head h / (Hq / Hkv); the outer batch dims are shared.
-  int64_t nb = spec.numBatchDims;
-  if (nb == 0) {
-    env.kvbh = env.bh;
-  } else {
-    Value hq = env.batchSizes[nb - 1];
-    Value group = arith::DivUIOp::create(b, hq, env.hkv);
-    Value outer = arith::DivUIOp::create(b, env.bh, hq);
-    Value h = arith::RemUIOp::create(b, env.bh, hq);
-    env.kvbh = idxAdd(b, arith::MulIOp::create(b, outer, env.hkv),
-                      arith::DivUIOp::create(b, h, group));
-    if (spec.scoreMod) {
-      env.batchIdx.resize(nb);
-      Value rest = env.bh;
-      for (int64_t d = nb - 1; d >= 0; --d) {
-        env.batchIdx[d] =
-            d == 0 ? rest
-                   : arith::RemUIOp::create(b, rest, env.batchSizes[d])
-                         .getResult();
-        if (d > 0)
-          rest = arith::DivUIOp::create(b, rest, env.batchSizes[d]);
-      }
-    }
-  }
-  computeTileRange(b, env);
+  HeadIndices heads = headIndices(b, env.bh, env.batchSizes, env.hkv,
+                                  /*withBatchIndices=*/spec.scoreMod);
+  env.kvbh = heads.kvbh;
+  env.batchIdx = heads.batchIdx;
+  std::tie(env.tBegin, env.tEnd) = visibleTileRange(
+      b, spec.mask, env.q0, cfg.blockM, env.lq, env.lk, cfg.blockN);
 
   // Align the dynamic shared-memory base to 1024 B (128B-swizzle atoms).
   Value base = LLVM::AddressOfOp::create(b, sptrTy, "flash_smem");

@@ -1,5 +1,5 @@
-//===- Pipeline.cpp - TMA/mbarrier ring and wgmma wrappers for the kernel -===//
-#include "FlashToGPU.h"
+//===- HopperPrimitives.cpp - TMA, mbarriers and wgmma for sm_90a ---------===//
+#include "HopperPrimitives.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
@@ -7,36 +7,6 @@
 using namespace mlir;
 using namespace mlir::flash;
 using namespace mlir::flash::gpu_lowering;
-
-Value gpu_lowering::constI32(ImplicitLocOpBuilder &b, int64_t v) {
-  return arith::ConstantIntOp::create(b, v, 32);
-}
-Value gpu_lowering::constI64(ImplicitLocOpBuilder &b, int64_t v) {
-  return arith::ConstantIntOp::create(b, v, 64);
-}
-Value gpu_lowering::constIdx(ImplicitLocOpBuilder &b, int64_t v) {
-  return arith::ConstantIndexOp::create(b, v);
-}
-Value gpu_lowering::constF32(ImplicitLocOpBuilder &b, double v) {
-  return arith::ConstantFloatOp::create(b, b.getF32Type(),
-                                        APFloat(static_cast<float>(v)));
-}
-Value gpu_lowering::toI32(ImplicitLocOpBuilder &b, Value index) {
-  return arith::IndexCastOp::create(b, b.getI32Type(), index);
-}
-Value gpu_lowering::toI64(ImplicitLocOpBuilder &b, Value index) {
-  return arith::IndexCastOp::create(b, b.getI64Type(), index);
-}
-
-SmemLayout::SmemLayout(const KernelConfig &cfg, const KernelSpec &spec) {
-  int64_t elt = spec.elemType.getIntOrFloatBitWidth() / 8;
-  qBytes = cfg.blockM * spec.headDim * elt;
-  kBytes = cfg.blockN * spec.headDim * elt;
-  vBytes = cfg.blockN * spec.valueDim * elt;
-  stageBytes = kBytes + vBytes;
-  barOff = qBytes + cfg.stages * stageBytes;
-  total = 1024 + barOff + 8 * (1 + 2 * cfg.stages);
-}
 
 Value gpu_lowering::smemOffset(ImplicitLocOpBuilder &b, Value base,
                                Value bytes) {
@@ -185,10 +155,4 @@ Value gpu_lowering::fenceRegisters(ImplicitLocOpBuilder &b, Value acc) {
 
 void gpu_lowering::wgmmaFence(ImplicitLocOpBuilder &b) {
   NVVM::WgmmaFenceAlignedOp::create(b);
-}
-
-void gpu_lowering::wgmmaCommitAndWait(ImplicitLocOpBuilder &b,
-                                      int64_t pending) {
-  NVVM::WgmmaGroupSyncAlignedOp::create(b);
-  NVVM::WgmmaWaitGroupSyncOp::create(b, pending);
 }

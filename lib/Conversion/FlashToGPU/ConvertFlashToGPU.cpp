@@ -1,0 +1,172 @@
+//===- ConvertFlashToGPU.cpp - the convert-flash-to-gpu pass --------------===//
+//
+// A thin pass around populateFlashToGPUPatterns: it checks the options,
+// gives every function that holds a flash.attention a stream argument,
+// checks each op's operands, and applies one pattern per kernel strategy.
+//
+//===----------------------------------------------------------------------===//
+#include "flash/Conversion/Passes.h"
+
+#include "KernelStrategies.h"
+#include "flash/Dialect/Flash/IR/FlashOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/WalkPatternRewriteDriver.h"
+
+namespace mlir::flash {
+#define GEN_PASS_DEF_CONVERTFLASHTOGPUPASS
+#include "flash/Conversion/Passes.h.inc"
+} // namespace mlir::flash
+
+using namespace mlir;
+using namespace mlir::flash;
+using namespace mlir::flash::gpu_lowering;
+
+ArrayRef<const KernelStrategy *> gpu_lowering::kernelStrategies() {
+  static const KernelStrategy *const strategies[] = {
+      &wgmmaStrategy(), &mmaStrategy(), &portableStrategy()};
+  return strategies;
+}
+
+/// The strategy `options` pick for `op`: the named one, or under
+/// kernel=auto the first that supports it. Null, with the reason in `why`,
+/// when there is none.
+static const KernelStrategy *selectStrategy(AttentionOp op,
+                                            const GPUKernelOptions &options,
+                                            const ChipInfo &chip,
+                                            std::string &why) {
+  for (const KernelStrategy *s : kernelStrategies()) {
+    if (options.kernel != "auto" && options.kernel != s->name())
+      continue;
+    why.clear();
+    if (s->supports(op, chip, why))
+      return s;
+  }
+  return nullptr;
+}
+
+namespace {
+/// Lowers a flash.attention with the given strategy when it is the one the
+/// options select. One instance per strategy, the earlier ones first.
+struct LowerAttentionWithStrategy : OpRewritePattern<AttentionOp> {
+  LowerAttentionWithStrategy(MLIRContext *ctx, const KernelStrategy &strategy,
+                             const GPUKernelOptions &options, ChipInfo chip,
+                             PatternBenefit benefit)
+      : OpRewritePattern(ctx, benefit), strategy(strategy), options(options),
+        chip(chip) {}
+
+  LogicalResult matchAndRewrite(AttentionOp op,
+                                PatternRewriter &rewriter) const override {
+    std::string why;
+    if (selectStrategy(op, options, chip, why) != &strategy)
+      return rewriter.notifyMatchFailure(op, "another strategy applies");
+    if (!streamArgument(op))
+      return rewriter.notifyMatchFailure(op, "no stream argument");
+    FailureOr<OperandBuffers> bufs = operandBuffers(op);
+    if (failed(bufs))
+      return failure();
+    return strategy.lower(rewriter, op, *bufs, options, chip);
+  }
+
+  const KernelStrategy &strategy;
+  GPUKernelOptions options;
+  ChipInfo chip;
+};
+
+template <typename T>
+using PassOption = Pass::Option<T>;
+
+struct ConvertFlashToGPUPass
+    : public flash::impl::ConvertFlashToGPUPassBase<ConvertFlashToGPUPass> {
+  ConvertFlashToGPUPass() = default;
+  ConvertFlashToGPUPass(const ConvertFlashToGPUPass &other) : Base(other) {}
+  explicit ConvertFlashToGPUPass(const GPUKernelOptions &values) {
+#define FLASH_GPU_KERNEL_OPTION(TYPE, FIELD, FLAG, DEFAULT, DESC)              \
+  options.FIELD = values.FIELD;
+#include "flash/Conversion/GPUKernelOptions.def"
+  }
+
+  GPUKernelOptionDecls<Pass, PassOption> options{*this};
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    GPUKernelOptions opts = options.values();
+    std::string message;
+    if (failed(verifyKernelOptions(opts, message))) {
+      module.emitError("convert-flash-to-gpu: ") << message;
+      return signalPassFailure();
+    }
+
+    // Each function that launches gets the caller's stream as its last
+    // argument; operands that are not views of device buffers are refused
+    // before anything is rewritten.
+    SmallVector<AttentionOp> ops;
+    module.walk([&](AttentionOp op) { ops.push_back(op); });
+    for (AttentionOp op : ops) {
+      auto func = op->getParentOfType<func::FuncOp>();
+      if (!func) {
+        op.emitOpError("convert-flash-to-gpu: must be inside a func.func");
+        return signalPassFailure();
+      }
+      if (failed(operandBuffers(op)))
+        return signalPassFailure();
+      if (streamArgument(op))
+        continue;
+      unsigned n = func.getNumArguments();
+      MLIRContext *ctx = &getContext();
+      if (failed(func.insertArgument(
+              n, LLVM::LLVMPointerType::get(ctx),
+              DictionaryAttr::get(ctx, {NamedAttribute(
+                                           StringAttr::get(ctx, "flash.stream"),
+                                           UnitAttr::get(ctx))}),
+              func.getLoc())))
+        return signalPassFailure();
+    }
+
+    RewritePatternSet patterns(&getContext());
+    populateFlashToGPUPatterns(patterns, opts);
+    walkAndApplyPatterns(module, std::move(patterns));
+
+    // What is left had no strategy, or its lowering failed and said why.
+    bool failedAny = false;
+    std::optional<ChipInfo> chip = lookupChip(opts.chip);
+    module.walk([&](AttentionOp op) {
+      std::string why;
+      if (!selectStrategy(op, opts, *chip, why))
+        op.emitOpError("convert-flash-to-gpu: ") << why;
+      failedAny = true;
+    });
+    if (failedAny)
+      return signalPassFailure();
+
+    // The result already lives in its destination: drop the copy into it and
+    // the tensor views nothing reads any more.
+    module.walk([](bufferization::MaterializeInDestinationOp m) {
+      auto src = m.getSource().getDefiningOp<bufferization::ToTensorOp>();
+      if (src && src.getBuffer() == m.getDest())
+        m->erase();
+    });
+    module.walk([](bufferization::ToTensorOp t) {
+      if (t->use_empty())
+        t->erase();
+    });
+  }
+};
+} // namespace
+
+void flash::populateFlashToGPUPatterns(RewritePatternSet &patterns,
+                                       const GPUKernelOptions &options) {
+  std::optional<ChipInfo> chip = lookupChip(options.chip);
+  if (!chip)
+    return;
+  ArrayRef<const KernelStrategy *> strategies = kernelStrategies();
+  for (auto [i, s] : llvm::enumerate(strategies))
+    patterns.add<LowerAttentionWithStrategy>(
+        patterns.getContext(), *s, options, *chip,
+        PatternBenefit(strategies.size() - i));
+}
+
+std::unique_ptr<Pass>
+flash::createConvertFlashToGPUPass(const GPUKernelOptions &options) {
+  return std::make_unique<ConvertFlashToGPUPass>(options);
+}

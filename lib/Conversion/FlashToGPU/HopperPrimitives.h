@@ -1,0 +1,48 @@
+//===- HopperPrimitives.h - TMA, mbarriers and wgmma for sm_90a kernels ---===//
+//
+// Thin builders over the NVVM ops (and the one inline-PTX instruction NVVM
+// lacks) that the sm_90a strategy stages tiles and issues matmuls with, and
+// the shared-memory map of its K/V ring.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FLASH_LIB_CONVERSION_FLASHTOGPU_HOPPERPRIMITIVES_H
+#define FLASH_LIB_CONVERSION_FLASHTOGPU_HOPPERPRIMITIVES_H
+
+#include "TileProgram.h"
+
+namespace mlir::flash::gpu_lowering {
+
+/// `base + bytes` on a shared-memory pointer (`bytes` is i64).
+Value smemOffset(ImplicitLocOpBuilder &b, Value base, Value bytes);
+Value smemOffset(ImplicitLocOpBuilder &b, Value base, int64_t bytes);
+
+void mbarInit(ImplicitLocOpBuilder &b, Value bar, int64_t count);
+void mbarWait(ImplicitLocOpBuilder &b, Value bar, Value parityI32);
+void mbarArrive(ImplicitLocOpBuilder &b, Value bar);
+void mbarArriveExpectTx(ImplicitLocOpBuilder &b, Value bar, int64_t bytes);
+/// One TMA box into shared memory, completing on `bar`; coordinates are
+/// innermost first, i32.
+void tmaLoad(ImplicitLocOpBuilder &b, Value dst, Value desc,
+             ArrayRef<Value> coords, Value bar);
+
+/// wgmma shared-memory matrix descriptor for a 128B-swizzled tile at `ptr`
+/// (lbo/sbo in bytes).
+Value wgmmaDescriptor(ImplicitLocOpBuilder &b, Value ptr, int64_t lboBytes,
+                      int64_t sboBytes);
+/// An accumulator of m64nN f32: a struct of N/2 f32 per thread.
+LLVM::LLVMStructType accType(MLIRContext *ctx, int64_t n);
+/// acc (+)= A·B with A and B K-major in shared memory (m64nNk16).
+Value wgmmaSS(ImplicitLocOpBuilder &b, Value acc, Value descA, Value descB,
+              int64_t n, Type elemType, bool accumulate);
+/// acc += A·B with A in registers (four packed i32) and B MN-major in shared
+/// memory (m64nNk16). NVVM has no op for register A, so this is inline PTX.
+Value wgmmaRS(ImplicitLocOpBuilder &b, Value acc, ArrayRef<Value> aRegs,
+              Value descB, int64_t n, Type elemType);
+void wgmmaFence(ImplicitLocOpBuilder &b);
+/// Passes an accumulator through an empty asm statement so that LLVM cannot
+/// move reads of its registers above a preceding wgmma wait.
+Value fenceRegisters(ImplicitLocOpBuilder &b, Value acc);
+
+} // namespace mlir::flash::gpu_lowering
+
+#endif // FLASH_LIB_CONVERSION_FLASHTOGPU_HOPPERPRIMITIVES_H

@@ -1,0 +1,143 @@
+//===- KernelConfig.cpp - chip limits and the wgmma kernel's tuning -------===//
+//
+// The hardware limits the lowering relies on, one row per chip family, and
+// the heuristics that fill in the automatic knobs of the wgmma kernel
+// (measured on the H200, bench/NOTES.md).
+//
+//===----------------------------------------------------------------------===//
+#include "KernelStrategies.h"
+
+#include "llvm/ADT/StringExtras.h"
+
+using namespace mlir;
+using namespace mlir::flash;
+using namespace mlir::flash::gpu_lowering;
+
+std::optional<ChipInfo> gpu_lowering::lookupChip(StringRef name) {
+  unsigned sm = 0;
+  StringRef rest = name;
+  if (!rest.consume_front("sm_"))
+    return std::nullopt;
+  StringRef digits = rest.take_while(llvm::isDigit);
+  rest = rest.drop_front(digits.size());
+  // sm_XYa: arch-specific features; sm_XYf: family-portable ones.
+  if (digits.getAsInteger(10, sm) || sm < 70 ||
+      !(rest.empty() || rest == "a" || rest == "f"))
+    return std::nullopt;
+  ChipInfo chip;
+  chip.sm = sm;
+  chip.archSpecific = rest == "a";
+  // The largest dynamic shared memory one CTA may opt into (CUDA's
+  // sharedMemPerBlockOptin), per compute capability.
+  chip.maxDynamicSmemPerBlock = sm >= 90   ? 232448
+                                : sm == 80 ? 166912
+                                : sm >= 86 ? 101376
+                                : sm == 75 ? 65536
+                                           : 98304;
+  return chip;
+}
+
+LogicalResult gpu_lowering::verifyKernelOptions(const GPUKernelOptions &o,
+                                                std::string &message) {
+  llvm::raw_string_ostream os(message);
+  if (o.kernel != "auto" && o.kernel != "wgmma" && o.kernel != "mma" &&
+      o.kernel != "portable") {
+    os << "kernel must be auto, wgmma, mma or portable, got '" << o.kernel
+       << "'";
+    return failure();
+  }
+  std::optional<ChipInfo> chip = lookupChip(o.chip);
+  if (!chip) {
+    os << "chip '" << o.chip
+       << "' is not an NVIDIA chip this lowering knows (sm_70 or newer, e.g. "
+          "sm_80, sm_90a)";
+    return failure();
+  }
+  if (o.kernel == "wgmma" && !chip->hasWgmma()) {
+    os << "the wgmma kernel needs chip sm_90a, got '" << o.chip << "'";
+    return failure();
+  }
+  if (o.kernel == "mma" && !chip->hasMmaSync()) {
+    os << "the mma kernel needs sm_80 or newer, got '" << o.chip << "'";
+    return failure();
+  }
+  if (o.blockM < 0 || o.warpgroups < 0 || o.ctasPerSM < 0 ||
+      (o.blockM > 0 && o.warpgroups > 0 && o.blockM != 64 * o.warpgroups) ||
+      o.blockN < 16 || o.blockN > 256 || o.blockN % 16 != 0 || o.stages < 0 ||
+      o.deferPV < -1 || o.deferPV > 1 ||
+      ((o.overlap || o.deferPV == 1) && o.stages > 0 && o.stages < 3) ||
+      (o.overlap && (o.deferPV == 1 || o.pingpong))) {
+    os << "need block-m = 64 * warpgroups (0: automatic), block-n a multiple "
+          "of 16 in [16, 256], stages >= 1 (>= 3 with overlap or defer-pv; 0: "
+          "automatic), defer-pv in {-1, 0, 1}, and overlap without defer-pv "
+          "or pingpong";
+    return failure();
+  }
+  return success();
+}
+
+SmemLayout::SmemLayout(const KernelConfig &cfg, const KernelSpec &spec) {
+  int64_t elt = spec.elemType.getIntOrFloatBitWidth() / 8;
+  qBytes = cfg.blockM * spec.headDim * elt;
+  kBytes = cfg.blockN * spec.headDim * elt;
+  vBytes = cfg.blockN * spec.valueDim * elt;
+  stageBytes = kBytes + vBytes;
+  barOff = qBytes + cfg.stages * stageBytes;
+  total = 1024 + barOff + 8 * (1 + 2 * cfg.stages);
+}
+
+/// Small head dims make the softmax the larger share of the work. D, Dv <= 64
+/// with a causal/window mask take one consumer warpgroup per CTA and two CTAs
+/// per SM (one CTA's prologue and epilogue overlap the other's tiles, and
+/// 64-row query blocks waste little of the diagonal tiles); the register
+/// split is then capped so that both CTAs fit in the register file. Without
+/// such a mask they take FA3's tile: 192 query rows on three consumer
+/// warpgroups (+6-16 % from N = 2k, -5 % at N = 1k, run 13; with a causal
+/// mask it lost up to 20 % below N = 8k). A score_mod keeps the older tiles:
+/// its index arithmetic and capture loads make the 192-row tile (160
+/// registers per thread) and the deferred PV spill, and neither was measured.
+KernelConfig gpu_lowering::resolveWgmmaConfig(const GPUKernelOptions &o,
+                                              const ChipInfo &chip,
+                                              const KernelSpec &spec) {
+  int64_t d = spec.headDim, dv = spec.valueDim;
+  bool structuredMask = spec.hasMask(), scoreMod = spec.scoreMod != nullptr;
+  KernelConfig cfg;
+  cfg.blockN = o.blockN;
+  cfg.splitPV = o.splitPV;
+  cfg.overlap = o.overlap;
+  cfg.pingpong = o.pingpong;
+  cfg.producerRegs = o.producerRegs;
+  cfg.consumerRegs = o.consumerRegs;
+  bool small = d <= 64 && dv <= 64;
+  cfg.blockM = o.blockM       ? o.blockM
+               : o.warpgroups ? 64 * o.warpgroups
+               : !small       ? 128
+               : structuredMask || scoreMod ? 64
+                                            : 192;
+  cfg.consumerWarpgroups = o.warpgroups ? o.warpgroups : cfg.blockM / 64;
+  cfg.ctasPerSM = o.ctasPerSM ? o.ctasPerSM
+                              : cfg.consumerWarpgroups == 1 ? 2 : 1;
+  if (cfg.consumerRegs > 0 && cfg.producerRegs > 0) {
+    int64_t budget =
+        chip.registersPerSM / (128 * cfg.ctasPerSM) - cfg.producerRegs;
+    int64_t cap = (budget / cfg.consumerWarpgroups) / 8 * 8;
+    // setmaxnreg takes at most 256 registers per thread.
+    cfg.consumerRegs = std::min(cfg.consumerRegs, std::min<int64_t>(cap, 256));
+  }
+  // Deferred PV measured +7-24 % over the serial loop at D = 128 without a
+  // mask and -2..+7 % with a causal one; at D = 64 (one consumer warpgroup,
+  // two CTAs per SM) it was up to 6 % slower. It needs a third K/V stage,
+  // which must fit next to Q in the shared memory a CTA may have.
+  if (o.deferPV < 0) {
+    KernelConfig three = cfg;
+    three.stages = 3;
+    bool fits = SmemLayout(three, spec).total * cfg.ctasPerSM <=
+                chip.maxDynamicSmemPerBlock;
+    cfg.deferPV = (d > 64 || dv > 64) && !scoreMod && !cfg.overlap && fits &&
+                  (o.stages == 0 || o.stages >= 3);
+  } else {
+    cfg.deferPV = o.deferPV == 1;
+  }
+  cfg.stages = o.stages ? o.stages : cfg.deferPV || cfg.overlap ? 3 : 2;
+  return cfg;
+}

@@ -1,0 +1,195 @@
+//===- KernelStrategies.h - how each target runs the attention tile program ===//
+//
+// A strategy decides how the tile program of TileProgram.h is staged and
+// issued on one family of chips, the way Triton keeps chip specifics behind
+// TargetInfoBase:
+//
+//   wgmma     sm_90a: a producer warpgroup streams K/V through a TMA ring
+//             with mbarriers; consumer warpgroups issue wgmma from shared
+//             memory (QKᵀ) and registers (PV)          WgmmaKernel.cpp
+//   mma       sm_80+: cp-style 16-byte copies into padded shared tiles,
+//             ldmatrix B operands, m16n8k16 mma.sync    MmaKernel.cpp
+//   portable  any chip from sm_70, any head dims and float type: plain
+//             loads, scalar FMA, one thread per row     PortableKernel.cpp
+//
+// convert-flash-to-gpu applies one pattern per strategy
+// (populateFlashToGPUPatterns); each checks legality per op and the first
+// that applies (or the one `kernel=` names) lowers it. Host sides:
+// HostLaunch.cpp (shared), WgmmaLaunch.cpp (TMA descriptors),
+// MemrefLaunch.cpp (the memref-argument kernels). Chip limits and the
+// tuning heuristics: KernelConfig.cpp.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FLASH_LIB_CONVERSION_FLASHTOGPU_KERNELSTRATEGIES_H
+#define FLASH_LIB_CONVERSION_FLASHTOGPU_KERNELSTRATEGIES_H
+
+#include "TileProgram.h"
+#include "flash/Conversion/GPUKernelOptions.h"
+
+#include <optional>
+
+namespace mlir::flash::gpu_lowering {
+
+//===-- KernelConfig.cpp: chips and tuning --------------------------------===//
+
+/// What the lowering needs to know of a chip; one row per chip family.
+struct ChipInfo {
+  unsigned sm = 0;          // compute capability XY of sm_XY
+  bool archSpecific = false; // sm_XYa: the arch-specific features (wgmma)
+  int64_t registersPerSM = 65536;
+  int64_t maxDynamicSmemPerBlock = 0; // bytes one CTA may request
+  bool hasWgmma() const { return sm == 90 && archSpecific; }
+  bool hasMmaSync() const { return sm >= 80; }
+};
+/// The chip named `sm_XY[a]`, or nullopt for a name this lowering does not
+/// know (not NVIDIA, or older than sm_70).
+std::optional<ChipInfo> lookupChip(StringRef name);
+
+/// The wgmma kernel's configuration for one op, every automatic choice made.
+struct KernelConfig {
+  int64_t blockM = 0, blockN = 0, consumerWarpgroups = 0, stages = 0;
+  bool splitPV = false, overlap = false, pingpong = false;
+  bool deferPV = false;
+  int64_t producerRegs = 0, consumerRegs = 0, ctasPerSM = 0;
+  int64_t threads() const { return 128 * (1 + consumerWarpgroups); }
+};
+
+/// What the wgmma kernel is specialised on, read off a flash.attention.
+struct KernelSpec {
+  Type elemType;            // bf16 or f16 (Q, K, V and O)
+  int64_t headDim = 0;      // D
+  int64_t valueDim = 0;     // Dv
+  int64_t numBatchDims = 0; // leading dims of Q, collapsed into one grid dim
+  MaskAttr mask;            // null or none: no structured mask
+  bool hasLse = false;
+  double scale = 1.0;
+  Region *scoreMod = nullptr;           // not owned; cloned per element
+  SmallVector<MemRefType> captureTypes; // memref twins of the captures
+  bool hasMask() const { return mask && !mask.isNone(); }
+};
+
+/// Shared-memory map of the wgmma kernel, byte offsets from a 1024-byte
+/// aligned base. Tiles are stored as 64-column panels ([rows][64] elements,
+/// 128 B rows) because the 128-byte swizzle that TMA writes and wgmma reads
+/// spans 128 B.
+struct SmemLayout {
+  int64_t qBytes, kBytes, vBytes, stageBytes;
+  int64_t barOff; // mbarriers: qFull, kvFull[stages], kvEmpty[stages]
+  int64_t total;  // bytes to request, with 1 KiB slack to align the base
+  SmemLayout(const KernelConfig &cfg, const KernelSpec &spec);
+  int64_t kOff(int64_t s) const { return qBytes + s * stageBytes; }
+  int64_t vOff(int64_t s) const { return kOff(s) + kBytes; }
+  int64_t qFullOff() const { return barOff; }
+  int64_t kvFullOff(int64_t s) const { return barOff + 8 + 8 * s; }
+  int64_t kvEmptyOff(int64_t s, int64_t stages) const {
+    return barOff + 8 + 8 * stages + 8 * s;
+  }
+};
+
+/// Checks the options that do not depend on an op (kernel name, chip, the
+/// wgmma knobs); the message says what is wrong.
+LogicalResult verifyKernelOptions(const GPUKernelOptions &options,
+                                  std::string &message);
+/// The options with every automatic (0 / -1) knob of the wgmma kernel
+/// decided for `spec` on `chip`.
+KernelConfig resolveWgmmaConfig(const GPUKernelOptions &options,
+                                const ChipInfo &chip, const KernelSpec &spec);
+
+//===-- HostLaunch.cpp: the host side every strategy shares ---------------===//
+
+/// The memrefs behind a flash.attention's tensor operands (the function is
+/// in destination-passing style on memrefs).
+struct OperandBuffers {
+  Value q, k, v, out, lse; // lse null without an LSE result
+  SmallVector<Value> captures;
+};
+/// Reads them off the op, or emits why it cannot be lowered.
+FailureOr<OperandBuffers> operandBuffers(AttentionOp op);
+
+/// A new gpu.module for the op's kernel at the end of its module (`mb` is
+/// left inside it), named after the first free `flash_attention_<n>`.
+gpu::GPUModuleOp newKernelModule(OpBuilder &mb, AttentionOp op);
+/// gpu.launch_func of `kernel` on a (gridX, gridY) grid, asynchronous on the
+/// caller's `stream` (an !llvm.ptr).
+void launchOnStream(ImplicitLocOpBuilder &b, gpu::GPUFuncOp kernel,
+                    Value gridX, Value gridY, int64_t threads,
+                    int64_t dynamicSmemBytes, ArrayRef<Value> args,
+                    Value stream);
+/// The op's results become tensor views of the buffers it wrote.
+void replaceWithDestinations(RewriterBase &rewriter, AttentionOp op,
+                             const OperandBuffers &bufs);
+/// The stream argument convert-flash-to-gpu gave the op's function.
+Value streamArgument(AttentionOp op);
+
+//===-- The strategies ----------------------------------------------------===//
+
+/// One way to run the tile program on a family of chips.
+class KernelStrategy {
+public:
+  virtual ~KernelStrategy() = default;
+  /// The `kernel=` name.
+  virtual StringRef name() const = 0;
+  /// Whether this strategy takes `op` on `chip`; otherwise `why` says why.
+  virtual bool supports(AttentionOp op, const ChipInfo &chip,
+                        std::string &why) const = 0;
+  /// Replaces `op` (already checked with supports) by a kernel and its launch
+  /// on the function's stream.
+  virtual LogicalResult lower(RewriterBase &rewriter, AttentionOp op,
+                              const OperandBuffers &bufs,
+                              const GPUKernelOptions &options,
+                              const ChipInfo &chip) const = 0;
+};
+
+const KernelStrategy &wgmmaStrategy();
+const KernelStrategy &mmaStrategy();
+const KernelStrategy &portableStrategy();
+/// In the order kernel=auto tries them.
+ArrayRef<const KernelStrategy *> kernelStrategies();
+
+//===-- WgmmaKernel.cpp ----------------------------------------------------===//
+
+/// Kernel arguments, in order: tmaQ, tmaK, tmaV, out, [lse] (!llvm.ptr),
+/// lq, lk, hkv, batch sizes of Q (index), captures (memrefs).
+gpu::GPUFuncOp buildWgmmaKernel(OpBuilder &b, Location loc,
+                                gpu::GPUModuleOp module,
+                                const KernelConfig &cfg,
+                                const KernelSpec &spec);
+
+//===-- MemrefLaunch.cpp: host side of the memref-argument kernels ---------===//
+
+/// What the portable and mma.sync kernels are specialised on.
+struct MemrefKernelSpec {
+  int64_t d = 0, dv = 0, numBatchDims = 0, numCaptures = 0;
+  Type qElem, kElem, vElem, oElem;
+  MaskAttr mask;
+  bool hasLse = false;
+  double scale = 1.0;
+  Region *scoreMod = nullptr; // not owned; inlined per element
+};
+/// The spec, or why these kernels cannot take the op (dynamic head dims, an
+/// element type other than f32/f16/bf16).
+FailureOr<MemrefKernelSpec> memrefKernelSpec(AttentionOp op, std::string &why);
+
+/// Their kernel arguments, in order: q, k, v, out as [batch·heads, L, D]
+/// memrefs with dynamic outer sizes, [lse as [batch·heads, Lq]], hkv (the
+/// K/V head count), the query's batch sizes, the captures.
+struct MemrefKernelArgs {
+  Value q, k, v, out, lse, hkv;
+  SmallVector<Value> batchSizes, captures;
+  MemrefKernelArgs(Block &entry, const MemrefKernelSpec &spec);
+};
+
+using MemrefKernelBuilder = function_ref<gpu::GPUFuncOp(
+    OpBuilder &, Location, gpu::GPUModuleOp, const MemrefKernelSpec &,
+    ArrayRef<Type> argTypes)>;
+/// Builds the kernel with `build` and replaces `op` by its launch: a grid of
+/// (ceil(Lq / rowsPerBlock), batch·heads) blocks of `threads` threads.
+LogicalResult lowerToMemrefLaunch(RewriterBase &rewriter, AttentionOp op,
+                                  const OperandBuffers &bufs,
+                                  const MemrefKernelSpec &spec,
+                                  int64_t rowsPerBlock, int64_t threads,
+                                  MemrefKernelBuilder build);
+
+} // namespace mlir::flash::gpu_lowering
+
+#endif // FLASH_LIB_CONVERSION_FLASHTOGPU_KERNELSTRATEGIES_H

@@ -1,0 +1,284 @@
+//===- TileProgram.cpp - what every flash.attention GPU kernel shares -----===//
+//
+// The block -> head mapping, the tile classification of a mask, score_mod
+// inlining, the online-softmax recurrence and the row epilogue of the
+// attention tile program (TileProgram.h), defined once for all strategies.
+//
+//===----------------------------------------------------------------------===//
+#include "TileProgram.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/IRMapping.h"
+
+#include <cmath>
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::flash;
+using namespace mlir::flash::gpu_lowering;
+
+Value gpu_lowering::constI32(ImplicitLocOpBuilder &b, int64_t v) {
+  return arith::ConstantIntOp::create(b, v, 32);
+}
+Value gpu_lowering::constI64(ImplicitLocOpBuilder &b, int64_t v) {
+  return arith::ConstantIntOp::create(b, v, 64);
+}
+Value gpu_lowering::constIdx(ImplicitLocOpBuilder &b, int64_t v) {
+  return arith::ConstantIndexOp::create(b, v);
+}
+Value gpu_lowering::constF32(ImplicitLocOpBuilder &b, double v) {
+  return arith::ConstantFloatOp::create(b, b.getF32Type(),
+                                        APFloat(static_cast<float>(v)));
+}
+Value gpu_lowering::toI32(ImplicitLocOpBuilder &b, Value index) {
+  return arith::IndexCastOp::create(b, b.getI32Type(), index);
+}
+Value gpu_lowering::toI64(ImplicitLocOpBuilder &b, Value index) {
+  return arith::IndexCastOp::create(b, b.getI64Type(), index);
+}
+
+static Value nvvmUnary(ImplicitLocOpBuilder &b, StringRef intrinsic, Value x) {
+  return LLVM::CallIntrinsicOp::create(b, b.getF32Type(),
+                                       b.getStringAttr(intrinsic), ValueRange{x})
+      .getResult(0);
+}
+Value gpu_lowering::exp2Approx(ImplicitLocOpBuilder &b, Value x) {
+  return nvvmUnary(b, "llvm.nvvm.ex2.approx.ftz.f32", x);
+}
+Value gpu_lowering::log2Approx(ImplicitLocOpBuilder &b, Value x) {
+  return nvvmUnary(b, "llvm.nvvm.lg2.approx.f", x);
+}
+
+HeadIndices gpu_lowering::headIndices(ImplicitLocOpBuilder &b, Value bh,
+                                      ArrayRef<Value> batchSizes, Value hkv,
+                                      bool withBatchIndices) {
+  HeadIndices r;
+  int64_t nb = batchSizes.size();
+  if (nb == 0) {
+    r.kvbh = bh;
+    return r;
+  }
+  // Grouped-query attention: query head h of the last batch dim reads KV
+  // head h / (Hq / Hkv); the outer batch dims are shared.
+  Value hq = batchSizes[nb - 1];
+  Value group = arith::DivUIOp::create(b, hq, hkv);
+  Value outer = arith::DivUIOp::create(b, bh, hq);
+  Value h = arith::RemUIOp::create(b, bh, hq);
+  r.kvbh = arith::AddIOp::create(b, arith::MulIOp::create(b, outer, hkv),
+                                 arith::DivUIOp::create(b, h, group));
+  if (!withBatchIndices)
+    return r;
+  r.batchIdx.resize(nb);
+  Value rest = bh;
+  for (int64_t d = nb - 1; d >= 0; --d) {
+    if (d == 0) {
+      r.batchIdx[d] = rest;
+      break;
+    }
+    r.batchIdx[d] = arith::RemUIOp::create(b, rest, batchSizes[d]);
+    rest = arith::DivUIOp::create(b, rest, batchSizes[d]);
+  }
+  return r;
+}
+
+Value gpu_lowering::maskDiagonalOffset(ImplicitLocOpBuilder &b, MaskAttr mask,
+                                       Value lq, Value lk) {
+  if (mask && mask.isBottomRight())
+    return arith::SubIOp::create(b, lk, lq);
+  return constIdx(b, 0);
+}
+
+std::pair<Value, Value>
+gpu_lowering::visibleTileRange(ImplicitLocOpBuilder &b, MaskAttr mask,
+                               Value q0, int64_t blockRows, Value lq, Value lk,
+                               int64_t tileRows) {
+  Value tile = constIdx(b, tileRows);
+  Value zero = constIdx(b, 0);
+  Value nT = arith::CeilDivSIOp::create(b, lk, tile);
+  if (!mask || mask.isNone())
+    return {zero, nT};
+  Value off = mask.isBottomRight()
+                  ? arith::SubIOp::create(b, lk, lq).getResult()
+                  : zero;
+  // Last query row of the block that exists.
+  Value last = arith::AddIOp::create(b, q0, constIdx(b, blockRows));
+  last = arith::MinSIOp::create(b, last, lq);
+  last = arith::SubIOp::create(b, last, constIdx(b, 1));
+  Value hi = arith::AddIOp::create(b, last, off);
+  Value end = arith::AddIOp::create(b, arith::FloorDivSIOp::create(b, hi, tile),
+                                    constIdx(b, 1));
+  end = arith::MinSIOp::create(b, end, nT);
+  end = arith::MaxSIOp::create(b, end, zero);
+  Value begin = zero;
+  if (mask.getKind() == MaskKind::SlidingWindow) {
+    Value lo = arith::AddIOp::create(b, q0, off);
+    lo = arith::AddIOp::create(b, lo, constIdx(b, 1 - mask.getWindow()));
+    begin = arith::FloorDivSIOp::create(b, lo, tile);
+    begin = arith::MaxSIOp::create(b, begin, zero);
+    begin = arith::MinSIOp::create(b, begin, end);
+  }
+  return {begin, end};
+}
+
+Value gpu_lowering::tileNeedsElementMask(ImplicitLocOpBuilder &b, MaskAttr mask,
+                                         Value colLo, int64_t tileRows,
+                                         Value rowLo, Value rowHi, Value lk,
+                                         Value diagOff) {
+  Value colHi = arith::AddIOp::create(b, colLo, constIdx(b, tileRows - 1));
+  Value need = arith::CmpIOp::create(b, arith::CmpIPredicate::sge, colHi, lk);
+  if (!mask || mask.isNone())
+    return need;
+  // Causal: the first row's diagonal bounds the tile's last column.
+  Value lim = arith::AddIOp::create(b, rowLo, diagOff);
+  need = arith::OrIOp::create(
+      b, need, arith::CmpIOp::create(b, arith::CmpIPredicate::sgt, colHi, lim));
+  if (mask.getKind() == MaskKind::SlidingWindow) {
+    // Window: the last row's lower edge bounds the tile's first column.
+    Value lo = arith::AddIOp::create(b, rowHi, diagOff);
+    lo = arith::AddIOp::create(b, lo, constIdx(b, -mask.getWindow()));
+    need = arith::OrIOp::create(
+        b, need, arith::CmpIOp::create(b, arith::CmpIPredicate::sle, colLo, lo));
+  }
+  return need;
+}
+
+Value gpu_lowering::scoreAllowed(ImplicitLocOpBuilder &b, MaskAttr mask,
+                                 Value row, Value col, Value lq, Value lk) {
+  Value ok = arith::CmpIOp::create(b, arith::CmpIPredicate::slt, col, lk);
+  if (Value m = buildMaskPredicate(b, b.getLoc(), mask, row, col, lq, lk))
+    ok = arith::AndIOp::create(b, ok, m);
+  return ok;
+}
+
+Value gpu_lowering::inlineScoreMod(ImplicitLocOpBuilder &b, Region &scoreMod,
+                                   Value score, ArrayRef<Value> batchIdx,
+                                   Value row, Value col,
+                                   ArrayRef<Value> captures) {
+  // Block arguments: the score, the batch indices, the query row, the key
+  // column and the captures; `tensor.extract` from a capture becomes a load
+  // from its memref (the host side checked that is the only use).
+  Block &body = scoreMod.front();
+  int64_t nb = batchIdx.size();
+  IRMapping map;
+  map.map(body.getArgument(0), score);
+  for (int64_t d = 0; d < nb; ++d)
+    map.map(body.getArgument(1 + d), batchIdx[d]);
+  map.map(body.getArgument(1 + nb), row);
+  map.map(body.getArgument(2 + nb), col);
+  unsigned firstCapture = 3 + nb;
+  for (Operation &op : body.without_terminator()) {
+    if (auto ex = dyn_cast<tensor::ExtractOp>(&op)) {
+      auto arg = dyn_cast<BlockArgument>(ex.getTensor());
+      if (arg && arg.getOwner() == &body &&
+          arg.getArgNumber() >= firstCapture) {
+        SmallVector<Value> idx;
+        for (Value v : ex.getIndices())
+          idx.push_back(map.lookup(v));
+        Value mem = captures[arg.getArgNumber() - firstCapture];
+        map.map(ex.getResult(), memref::LoadOp::create(b, mem, idx));
+        continue;
+      }
+    }
+    b.clone(op, map);
+  }
+  return map.lookup(body.getTerminator()->getOperand(0));
+}
+
+Value gpu_lowering::collapseBatchDims(ImplicitLocOpBuilder &b, Value m,
+                                      int64_t nb) {
+  auto t = cast<MemRefType>(m.getType());
+  int64_t rank = t.getRank();
+  if (nb == 1)
+    return m;
+  SmallVector<ReassociationIndices> groups;
+  if (nb == 0) {
+    // No batch dims: a unit one in front.
+    SmallVector<int64_t> shape = {1};
+    SmallVector<OpFoldResult> sizes = {b.getIndexAttr(1)};
+    for (int64_t d = 0; d < rank; ++d) {
+      shape.push_back(t.getDimSize(d));
+      sizes.push_back(memref::getMixedSize(b, b.getLoc(), m, d));
+      groups.push_back(d == 0 ? ReassociationIndices{0, 1}
+                              : ReassociationIndices{d + 1});
+    }
+    return memref::ExpandShapeOp::create(
+        b, MemRefType::get(shape, t.getElementType()), m, groups, sizes);
+  }
+  ReassociationIndices outer;
+  for (int64_t d = 0; d < nb; ++d)
+    outer.push_back(d);
+  groups.push_back(outer);
+  for (int64_t d = nb; d < rank; ++d)
+    groups.push_back({d});
+  return memref::CollapseShapeOp::create(b, m, groups);
+}
+
+MaxUpdate gpu_lowering::updateRunningMax(ImplicitLocOpBuilder &b, Value m,
+                                         Value rowMax) {
+  Value negInf = constF32(b, -std::numeric_limits<double>::infinity());
+  MaxUpdate u;
+  u.m = arith::MaxNumFOp::create(b, m, rowMax);
+  Value isInf = arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, u.m, negInf);
+  u.mUse = arith::SelectOp::create(b, isInf, constF32(b, 0.0), u.m);
+  u.alpha = exp2Approx(b, arith::SubFOp::create(b, m, u.mUse));
+  return u;
+}
+
+Value gpu_lowering::updateRunningSum(ImplicitLocOpBuilder &b, Value l,
+                                     Value alpha, Value rowSum) {
+  Value scaled = arith::MulFOp::create(b, l, alpha);
+  return arith::AddFOp::create(b, scaled, rowSum);
+}
+
+RowResult gpu_lowering::finishRow(ImplicitLocOpBuilder &b, Value m, Value l,
+                                  bool withLse) {
+  Value zero = constF32(b, 0.0), one = constF32(b, 1.0);
+  RowResult r;
+  r.live = arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, l, zero);
+  r.inv = arith::SelectOp::create(b, r.live, arith::DivFOp::create(b, one, l),
+                                  zero);
+  if (withLse) {
+    // lse = ln(sum exp s) = ln 2 · (m + log2 l), m being the running max of
+    // the log2-domain scores.
+    Value log2L = log2Approx(b, arith::SelectOp::create(b, r.live, l, one));
+    Value lse = arith::MulFOp::create(b, arith::AddFOp::create(b, m, log2L),
+                                      constF32(b, std::log(2.0)));
+    r.lse = arith::SelectOp::create(
+        b, r.live, lse,
+        constF32(b, -std::numeric_limits<double>::infinity()));
+  }
+  return r;
+}
+
+ScoreContext gpu_lowering::makeScoreContext(
+    ImplicitLocOpBuilder &b, MaskAttr mask, Region *scoreMod,
+    const Value rows[2], Value colBase, Value laneCol, Value lq, Value lk,
+    ArrayRef<Value> batchIdx, ArrayRef<Value> captures, bool needsMask) {
+  ScoreContext sc;
+  sc.rowIdx[0] = rows[0];
+  sc.rowIdx[1] = rows[1];
+  sc.colBase = colBase;
+  sc.laneCol = laneCol;
+  sc.needsMask = needsMask;
+  sc.allowed = [mask, lq, lk](ImplicitLocOpBuilder &bb, Value r,
+                              Value c) -> Value {
+    return scoreAllowed(bb, mask, r, c, lq, lk);
+  };
+  if (scoreMod) {
+    Value lastRow = arith::SubIOp::create(b, lq, constIdx(b, 1));
+    Value lastCol = arith::SubIOp::create(b, lk, constIdx(b, 1));
+    Value r0 = rows[0];
+    Value cr0 = arith::MinSIOp::create(b, rows[0], lastRow);
+    Value cr1 = arith::MinSIOp::create(b, rows[1], lastRow);
+    SmallVector<Value> bIdx(batchIdx), caps(captures);
+    sc.scoreMod = [scoreMod, bIdx, caps, lastCol, r0, cr0,
+                   cr1](ImplicitLocOpBuilder &bb, Value x, Value r, Value c) {
+      Value cr = r == r0 ? cr0 : cr1;
+      Value cc = arith::MinSIOp::create(bb, c, lastCol);
+      return inlineScoreMod(bb, *scoreMod, x, bIdx, cr, cc, caps);
+    };
+  }
+  return sc;
+}

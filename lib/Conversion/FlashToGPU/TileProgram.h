@@ -1,0 +1,194 @@
+//===- TileProgram.h - the attention tile program every GPU kernel runs ---===//
+//
+// Every flash.attention kernel runs the same program and differs only in how
+// it stages tiles and issues the two matmuls (its strategy, see
+// KernelStrategies.h):
+//
+//   block (query block, batch·head) -> K/V head (grouped-query attention)
+//   for each K/V tile the mask leaves visible (visibleTileRange):
+//     S = Q Kᵀ                                   (strategy)
+//     score_mod, mask where the tile needs it     (ScoreContext,
+//                                                  tileNeedsElementMask)
+//     m' = max(m, rowmax S); p = 2^(S - m'); l' = 2^(m - m') l + rowsum p
+//                                                 (updateRunningMax/Sum)
+//     O = 2^(m - m') O + P V                       (strategy)
+//   O / l, lse = ln 2 (m + log2 l), 0 and -inf for a row that saw no key
+//                                                 (finishRow)
+//
+// This header declares those shared pieces, each defined once
+// (TileProgram.cpp; the register-fragment form of the softmax step in
+// RegisterSoftmax.cpp), so the kernels cannot disagree on what the op means.
+// Scores are kept in the log2 domain (log2 e folded into the scale) so the
+// softmax needs one ex2 per element on the special-function unit.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FLASH_LIB_CONVERSION_FLASHTOGPU_TILEPROGRAM_H
+#define FLASH_LIB_CONVERSION_FLASHTOGPU_TILEPROGRAM_H
+
+#include "flash/Dialect/Flash/IR/FlashOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+
+#include <array>
+#include <functional>
+
+namespace mlir::flash::gpu_lowering {
+
+//===-- Constants and casts ----------------------------------------------===//
+
+Value constI32(ImplicitLocOpBuilder &b, int64_t v);
+Value constI64(ImplicitLocOpBuilder &b, int64_t v);
+Value constIdx(ImplicitLocOpBuilder &b, int64_t v);
+Value constF32(ImplicitLocOpBuilder &b, double v);
+Value toI32(ImplicitLocOpBuilder &b, Value index);
+Value toI64(ImplicitLocOpBuilder &b, Value index);
+
+//===-- Special-function unit ---------------------------------------------===//
+
+/// ex2.approx.ftz.f32: 2^-inf = +0, which is what masked scores need, and no
+/// libdevice, so the PTX is complete without a CUDA toolkit.
+Value exp2Approx(ImplicitLocOpBuilder &b, Value x);
+/// lg2.approx.f32.
+Value log2Approx(ImplicitLocOpBuilder &b, Value x);
+
+//===-- Blocks, heads and tiles ------------------------------------------===//
+
+struct HeadIndices {
+  Value kvbh;                  // K/V batch·head of this query batch·head
+  SmallVector<Value> batchIdx; // bh delinearised over the query batch dims
+};
+/// `bh` indexes the query's collapsed batch dims (sizes `batchSizes`, the
+/// last one heads); K/V have `hkv` heads (grouped-query attention).
+HeadIndices headIndices(ImplicitLocOpBuilder &b, Value bh,
+                        ArrayRef<Value> batchSizes, Value hkv,
+                        bool withBatchIndices);
+
+/// The offset of the mask's diagonal: Lk - Lq for bottom-right alignment,
+/// else 0 (key j is visible to query i when j <= i + offset).
+Value maskDiagonalOffset(ImplicitLocOpBuilder &b, MaskAttr mask, Value lq,
+                         Value lk);
+
+/// [begin, end) in units of `tileRows` keys: the tiles that query rows
+/// [q0, q0 + blockRows) can see under `mask` (null or none: all of them).
+/// Tiles outside are skipped, never loaded.
+std::pair<Value, Value> visibleTileRange(ImplicitLocOpBuilder &b, MaskAttr mask,
+                                         Value q0, int64_t blockRows, Value lq,
+                                         Value lk, int64_t tileRows);
+
+/// Whether the keys [colLo, colLo + tileRows) need the per-element mask for
+/// query rows [rowLo, rowHi]: they cross Lk, or a causal/window bound of one
+/// of the rows. A tile that does not (a "whole" tile) takes the softmax
+/// without index arithmetic. `diagOff` is maskDiagonalOffset's value.
+Value tileNeedsElementMask(ImplicitLocOpBuilder &b, MaskAttr mask, Value colLo,
+                           int64_t tileRows, Value rowLo, Value rowHi,
+                           Value lk, Value diagOff);
+
+/// Whether key `col` is visible to query `row`: inside Lk and allowed by
+/// the structured mask.
+Value scoreAllowed(ImplicitLocOpBuilder &b, MaskAttr mask, Value row,
+                   Value col, Value lq, Value lk);
+
+/// The score_mod region applied to one score, with its indices; captures
+/// are the memrefs of the op's captures.
+Value inlineScoreMod(ImplicitLocOpBuilder &b, Region &scoreMod, Value score,
+                     ArrayRef<Value> batchIdx, Value row, Value col,
+                     ArrayRef<Value> captures);
+
+/// [b..., rest...] -> [prod(b), rest...] ([1, rest...] without batch dims).
+Value collapseBatchDims(ImplicitLocOpBuilder &b, Value m, int64_t nb);
+
+//===-- The online-softmax recurrence -------------------------------------===//
+
+struct MaxUpdate {
+  Value m;     // the new running max m' = max(m, rowMax)
+  Value mUse;  // what scores subtract: m', or 0 while m' = -inf
+  Value alpha; // 2^(m - mUse), the rescale of l and O
+};
+/// m' = max(m, rowMax) in the log2 domain. A row with nothing allowed so far
+/// keeps m = -inf and subtracts 0 instead, so 2^(-inf - m) is 0, never NaN.
+MaxUpdate updateRunningMax(ImplicitLocOpBuilder &b, Value m, Value rowMax);
+/// l' = alpha l + rowSum.
+Value updateRunningSum(ImplicitLocOpBuilder &b, Value l, Value alpha,
+                       Value rowSum);
+
+struct RowResult {
+  Value live; // the row saw at least one key (l > 0)
+  Value inv;  // 1 / l, or 0 for a row that saw none
+  Value lse;  // ln 2 (m + log2 l), or -inf; null unless asked for
+};
+/// The epilogue of one row from its final (m, l): the normaliser of O and
+/// the log-sum-exp.
+RowResult finishRow(ImplicitLocOpBuilder &b, Value m, Value l, bool withLse);
+
+//===-- Accumulator fragments --------------------------------------------===//
+
+/// Where element `i` of a thread's tensor-core accumulator lies: the m16n8
+/// (mma.sync) and m64nN (wgmma) f32 accumulators share one layout per 16
+/// rows, row 16·warp + lane/4 + 8·rowHalf(i) and column
+/// 8·(i/4) + 2·(lane%4) + i%2. The softmax, the P -> A-operand packing and
+/// the epilogues index accumulators only through this.
+struct AccumulatorLayout {
+  static int64_t rowHalf(int64_t i) { return (i / 2) % 2; }
+  /// Column of element i relative to the thread's lane column 2·(lane%4).
+  static int64_t column(int64_t i) { return 8 * (i / 4) + i % 2; }
+  /// The element at relative column `col` (even: the first of a pair) in
+  /// row half `h`.
+  static int64_t element(int64_t col, int64_t h) {
+    return 4 * (col / 8) + 2 * h + col % 2;
+  }
+};
+
+/// Per-thread running state of its two accumulator rows (log2 domain).
+struct RowState {
+  Value m[2]; // running max of the log2-scaled scores
+  Value l[2]; // this thread's partial row sums (quad-reduced at the end)
+};
+
+/// What the softmax step needs to know about the scores of one tile: their
+/// indices, and the op's score_mod and mask.
+struct ScoreContext {
+  Value rowIdx[2];        // global query row of each half (index)
+  Value colBase;          // global key column of the fragment's column 0
+  Value laneCol;          // 2·(lane%4), index
+  bool needsMask = false; // this tile takes the per-element mask
+  /// Visibility of (row, col); null: everything visible.
+  std::function<Value(ImplicitLocOpBuilder &, Value, Value)> allowed;
+  /// score_mod on the natural-units score (scale·q·k) at (row, col); null:
+  /// none.
+  std::function<Value(ImplicitLocOpBuilder &, Value, Value, Value)> scoreMod;
+};
+
+/// The ScoreContext of a tile whose key columns start at `colBase`, for a
+/// thread owning `rows`: the mask over (lq, lk) and the op's score_mod, whose
+/// indices are clamped into [0, lq) x [0, lk) so that a capture such as a
+/// [Lq, Lk] bias is never read past its end (tail rows and columns are
+/// masked or never stored).
+ScoreContext makeScoreContext(ImplicitLocOpBuilder &b, MaskAttr mask,
+                              Region *scoreMod, const Value rows[2],
+                              Value colBase, Value laneCol, Value lq, Value lk,
+                              ArrayRef<Value> batchIdx,
+                              ArrayRef<Value> captures, bool needsMask);
+
+/// Turns the raw QKᵀ accumulator values `s` into probabilities p (in place),
+/// updates `st` and returns the per-row rescale factors alpha.
+std::array<Value, 2> onlineSoftmaxStep(ImplicitLocOpBuilder &b,
+                                       SmallVectorImpl<Value> &s, RowState &st,
+                                       double scale, const ScoreContext &ctx);
+/// The softmax step under `scf.if needsMask`: the masked branch with index
+/// arithmetic, the other without. `s` becomes p, `st` the new state.
+std::array<Value, 2> maskedSoftmaxStep(ImplicitLocOpBuilder &b,
+                                       SmallVectorImpl<Value> &s, RowState &st,
+                                       double scale, Value needsMask,
+                                       const ScoreContext &ctx);
+/// Quad (4-lane) butterfly reduction.
+Value quadReduce(ImplicitLocOpBuilder &b, Value v, bool isMax);
+/// Packs probabilities (accumulator layout) into tensor-core A-operand
+/// fragments: four i32 (two 16-bit values each) per k16 block.
+SmallVector<Value> packA(ImplicitLocOpBuilder &b, ArrayRef<Value> p,
+                         Type elemType);
+
+} // namespace mlir::flash::gpu_lowering
+
+#endif // FLASH_LIB_CONVERSION_FLASHTOGPU_TILEPROGRAM_H

@@ -1,0 +1,178 @@
+//===- WgmmaLaunch.cpp - host side and legality of the sm_90a strategy ----===//
+//
+// Builds, at the op's place in the host function, the TMA descriptors of Q,
+// K and V (viewed as [batch·heads, L, D]), the run-time sizes and the
+// asynchronous launch of the wgmma kernel on the caller's stream.
+//
+//===----------------------------------------------------------------------===//
+#include "KernelStrategies.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/BuiltinOps.h"
+
+using namespace mlir;
+using namespace mlir::flash;
+using namespace mlir::flash::gpu_lowering;
+
+/// A TMA descriptor (device pointer) for boxes of `rows` x 64 elements.
+static Value makeTma(ImplicitLocOpBuilder &b, Value m3, int64_t rows) {
+  MLIRContext *ctx = b.getContext();
+  auto t = cast<MemRefType>(m3.getType());
+  Type elem = t.getElementType();
+  Value unranked = memref::CastOp::create(
+      b, UnrankedMemRefType::get(elem, Attribute()), m3);
+  auto box = MemRefType::get({1, rows, 64}, elem, MemRefLayoutAttrInterface(),
+                             b.getI64IntegerAttr(3));
+  auto descTy = nvgpu::TensorMapDescriptorType::get(
+      ctx, box, nvgpu::TensorMapSwizzleKind::SWIZZLE_128B,
+      nvgpu::TensorMapL2PromoKind::L2PROMO_256B,
+      nvgpu::TensorMapOOBKind::OOB_ZERO,
+      nvgpu::TensorMapInterleaveKind::INTERLEAVE_NONE);
+  Value desc = nvgpu::TmaCreateDescriptorOp::create(
+      b, descTy, unranked,
+      ValueRange{constIdx(b, 1), constIdx(b, rows), constIdx(b, 64)});
+  // Kernels cannot take the descriptor type itself; pass the pointer.
+  return UnrealizedConversionCastOp::create(
+             b, TypeRange{LLVM::LLVMPointerType::get(ctx)}, ValueRange{desc})
+      .getResult(0);
+}
+
+static Value dataPointer(ImplicitLocOpBuilder &b, Value m) {
+  Value p = memref::ExtractAlignedPointerAsIndexOp::create(b, m);
+  return LLVM::IntToPtrOp::create(b, LLVM::LLVMPointerType::get(b.getContext()),
+                                  toI64(b, p));
+}
+
+static bool isSupportedHeadDim(int64_t d) { return d == 64 || d == 128; }
+
+static bool wgmmaKernelSupports(AttentionOp op, std::string &why) {
+  auto fail = [&](const Twine &msg) {
+    why = msg.str();
+    return false;
+  };
+  int64_t nb = op.getNumBatchDims();
+  Type elem = op.getQueryType().getElementType();
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  if (!elem.isBF16() && !elem.isF16()) {
+    os << "element type '" << elem << "' is not supported (bf16 or f16)";
+    return fail(s);
+  }
+  if (op.getKeyType().getElementType() != elem ||
+      op.getValueType().getElementType() != elem ||
+      op.getOutputType().getElementType() != elem)
+    return fail("query, key, value and output must share one element type");
+  int64_t d = op.getQueryType().getDimSize(nb + 1);
+  int64_t dv = op.getValueType().getDimSize(nb + 1);
+  if (!isSupportedHeadDim(d) || !isSupportedHeadDim(dv)) {
+    os << "head dims must be 64 or 128, got D = " << d << ", Dv = " << dv;
+    return fail(s);
+  }
+  return true;
+}
+
+static LogicalResult lowerToWgmmaLaunch(RewriterBase &rewriter, AttentionOp op,
+                                        const OperandBuffers &bufs,
+                                        const GPUKernelOptions &options,
+                                        const ChipInfo &chip) {
+  MLIRContext *ctx = op.getContext();
+  Location loc = op.getLoc();
+  int64_t nb = op.getNumBatchDims();
+  Type elem = op.getQueryType().getElementType();
+  Value stream = streamArgument(op);
+  int64_t d = op.getQueryType().getDimSize(nb + 1);
+  int64_t dv = op.getValueType().getDimSize(nb + 1);
+  Value q = bufs.q, k = bufs.k, v = bufs.v, o = bufs.out, lse = bufs.lse;
+  ArrayRef<Value> captures = bufs.captures;
+
+  KernelSpec spec;
+  spec.elemType = elem;
+  spec.headDim = d;
+  spec.valueDim = dv;
+  spec.numBatchDims = nb;
+  spec.mask = op.getMaskOrNone();
+  spec.hasLse = op.hasLse();
+  spec.scale = op.getScale().convertToDouble();
+  if (op.hasScoreMod())
+    spec.scoreMod = &op.getScoreMod();
+  for (Value c : captures)
+    spec.captureTypes.push_back(cast<MemRefType>(c.getType()));
+
+  KernelConfig cfg = resolveWgmmaConfig(options, chip, spec);
+
+  OpBuilder::InsertionGuard guard(rewriter);
+  gpu::GPUModuleOp gmod = newKernelModule(rewriter, op);
+  gpu::GPUFuncOp kernel = buildWgmmaKernel(rewriter, loc, gmod, cfg, spec);
+
+  // Host side.
+  rewriter.setInsertionPoint(op);
+  ImplicitLocOpBuilder b(loc, rewriter);
+  Value q3 = collapseBatchDims(b, q, nb), k3 = collapseBatchDims(b, k, nb),
+        v3 = collapseBatchDims(b, v, nb);
+  SmallVector<Value> args = {makeTma(b, q3, cfg.blockM),
+                             makeTma(b, k3, cfg.blockN),
+                             makeTma(b, v3, cfg.blockN), dataPointer(b, o)};
+  if (op.hasLse())
+    args.push_back(dataPointer(b, lse));
+  Value lq = memref::DimOp::create(b, q, nb);
+  Value lk = memref::DimOp::create(b, k, nb);
+  Value hkv = nb > 0 ? memref::DimOp::create(b, k, nb - 1).getResult()
+                     : constIdx(b, 1);
+  args.append({lq, lk, hkv});
+  Value bhCount = constIdx(b, 1);
+  for (int64_t i = 0; i < nb; ++i) {
+    Value s = memref::DimOp::create(b, q, i);
+    args.push_back(s);
+    bhCount = arith::MulIOp::create(b, bhCount, s);
+  }
+  args.append(captures.begin(), captures.end());
+
+  Value zero = constIdx(b, 0);
+  Value nonEmpty = arith::AndIOp::create(
+      b,
+      arith::AndIOp::create(
+          b, arith::CmpIOp::create(b, arith::CmpIPredicate::sgt, lq, zero),
+          arith::CmpIOp::create(b, arith::CmpIPredicate::sgt, lk, zero)),
+      arith::CmpIOp::create(b, arith::CmpIPredicate::sgt, bhCount, zero));
+  auto ifLaunch = scf::IfOp::create(b, nonEmpty, /*withElse=*/false);
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(ifLaunch.thenBlock());
+    Value gx = arith::CeilDivSIOp::create(b, lq, constIdx(b, cfg.blockM));
+    SmemLayout layout(cfg, spec);
+    launchOnStream(b, kernel, gx, bhCount, cfg.threads(), layout.total, args,
+                   stream);
+  }
+
+  replaceWithDestinations(rewriter, op, bufs);
+  return success();
+}
+
+namespace {
+class WgmmaStrategy final : public KernelStrategy {
+public:
+  StringRef name() const override { return "wgmma"; }
+  bool supports(AttentionOp op, const ChipInfo &chip,
+                std::string &why) const override {
+    if (!chip.hasWgmma()) {
+      why = "the wgmma kernel needs chip sm_90a";
+      return false;
+    }
+    return wgmmaKernelSupports(op, why);
+  }
+  LogicalResult lower(RewriterBase &rewriter, AttentionOp op,
+                      const OperandBuffers &bufs,
+                      const GPUKernelOptions &options,
+                      const ChipInfo &chip) const override {
+    return lowerToWgmmaLaunch(rewriter, op, bufs, options, chip);
+  }
+};
+} // namespace
+
+const KernelStrategy &gpu_lowering::wgmmaStrategy() {
+  static const WgmmaStrategy strategy;
+  return strategy;
+}
