@@ -170,6 +170,14 @@ struct MemrefKernelSpec {
 /// element type other than f32/f16/bf16).
 FailureOr<MemrefKernelSpec> memrefKernelSpec(AttentionOp op, std::string &why);
 
+/// The kernel function, in the builder's gpu.module: workgroup memory
+/// (16-byte aligned tiles) and private arrays as attributions, at most
+/// `threads` threads per block.
+gpu::GPUFuncOp createMemrefKernelFunc(ImplicitLocOpBuilder &b,
+                                      ArrayRef<Type> argTypes,
+                                      ArrayRef<Type> workgroup,
+                                      ArrayRef<Type> privates, int64_t threads);
+
 /// Their kernel arguments, in order: q, k, v, out as [batch·heads, L, D]
 /// memrefs with dynamic outer sizes, [lse as [batch·heads, Lq]], hkv (the
 /// K/V head count), the query's batch sizes, the captures.
@@ -189,6 +197,25 @@ LogicalResult lowerToMemrefLaunch(RewriterBase &rewriter, AttentionOp op,
                                   const MemrefKernelSpec &spec,
                                   int64_t rowsPerBlock, int64_t threads,
                                   MemrefKernelBuilder build);
+
+/// A strategy whose kernel takes Q, K, V and O as memrefs: the host side
+/// above, a grid of (query blocks of `rowsPerBlock`, batch·heads).
+class MemrefKernelStrategy : public KernelStrategy {
+public:
+  using Builder = gpu::GPUFuncOp (*)(OpBuilder &, Location, gpu::GPUModuleOp,
+                                     const MemrefKernelSpec &,
+                                     ArrayRef<Type> argTypes);
+  MemrefKernelStrategy(int64_t rowsPerBlock, int64_t threads, Builder build)
+      : rowsPerBlock(rowsPerBlock), threads(threads), build(build) {}
+  LogicalResult lower(RewriterBase &rewriter, AttentionOp op,
+                      const OperandBuffers &bufs,
+                      const GPUKernelOptions &options,
+                      const ChipInfo &chip) const final;
+
+private:
+  int64_t rowsPerBlock, threads;
+  Builder build;
+};
 
 } // namespace mlir::flash::gpu_lowering
 

@@ -45,6 +45,22 @@ FailureOr<MemrefKernelSpec> gpu_lowering::memrefKernelSpec(AttentionOp op,
   return spec;
 }
 
+gpu::GPUFuncOp gpu_lowering::createMemrefKernelFunc(
+    ImplicitLocOpBuilder &b, ArrayRef<Type> argTypes,
+    ArrayRef<Type> workgroup, ArrayRef<Type> privates, int64_t threads) {
+  auto fn = gpu::GPUFuncOp::create(
+      b, "kernel", FunctionType::get(b.getContext(), argTypes, {}), workgroup,
+      privates);
+  fn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
+  // 16-byte copies into the tiles (and ldmatrix rows) need aligned bases.
+  for (unsigned i = 0; i < workgroup.size(); ++i)
+    fn.setWorkgroupAttributionAttr(i, LLVM::LLVMDialect::getAlignAttrName(),
+                                   b.getI64IntegerAttr(16));
+  fn->setAttr("nvvm.maxntid", b.getDenseI32ArrayAttr(
+                                  {static_cast<int32_t>(threads), 1, 1}));
+  return fn;
+}
+
 MemrefKernelArgs::MemrefKernelArgs(Block &entry, const MemrefKernelSpec &spec) {
   unsigned a = 0;
   q = entry.getArgument(a++);
@@ -125,4 +141,17 @@ LogicalResult gpu_lowering::lowerToMemrefLaunch(
   }
   replaceWithDestinations(rewriter, op, bufs);
   return success();
+}
+
+LogicalResult MemrefKernelStrategy::lower(RewriterBase &rewriter,
+                                          AttentionOp op,
+                                          const OperandBuffers &bufs,
+                                          const GPUKernelOptions &,
+                                          const ChipInfo &) const {
+  std::string why;
+  FailureOr<MemrefKernelSpec> spec = memrefKernelSpec(op, why);
+  if (failed(spec))
+    return op.emitOpError("convert-flash-to-gpu: ") << why;
+  return lowerToMemrefLaunch(rewriter, op, bufs, *spec, rowsPerBlock,
+                             threads, build);
 }

@@ -144,17 +144,8 @@ static gpu::GPUFuncOp buildMmaKernel(OpBuilder &ob, Location loc,
   SmallVector<Type> workgroup = {
       MemRefType::get({T, D + kPad}, elem, MemRefLayoutAttrInterface(), wg),
       MemRefType::get({T, Dv + kPad}, elem, MemRefLayoutAttrInterface(), wg)};
-  auto fn = gpu::GPUFuncOp::create(b, "kernel",
-                                   FunctionType::get(ctx, argTypes, {}),
-                                   workgroup);
-  fn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
-  // 16-byte copies into the tiles (and ldmatrix rows) need aligned bases.
-  for (unsigned i = 0; i < 2; ++i)
-    fn.setWorkgroupAttributionAttr(i, LLVM::LLVMDialect::getAlignAttrName(),
-                                   b.getI64IntegerAttr(16));
-  fn->setAttr("nvvm.maxntid",
-              b.getDenseI32ArrayAttr({int32_t(32 * kWarps), 1, 1}));
-
+  gpu::GPUFuncOp fn =
+      createMemrefKernelFunc(b, argTypes, workgroup, {}, 32 * kWarps);
   Block &entry = fn.getBody().front();
   b.setInsertionPointToStart(&entry);
   Value kTile = fn.getWorkgroupAttributions()[0];
@@ -346,8 +337,9 @@ static gpu::GPUFuncOp buildMmaKernel(OpBuilder &ob, Location loc,
 }
 
 namespace {
-class MmaStrategy final : public KernelStrategy {
+class MmaStrategy final : public MemrefKernelStrategy {
 public:
+  MmaStrategy() : MemrefKernelStrategy(kRowsPerBlock, 32 * kWarps, buildMmaKernel) {}
   StringRef name() const override { return "mma"; }
   bool supports(AttentionOp op, const ChipInfo &chip,
                 std::string &why) const override {
@@ -358,16 +350,7 @@ public:
     return mmaKernelSupports(op, why) &&
            succeeded(memrefKernelSpec(op, why));
   }
-  LogicalResult lower(RewriterBase &rewriter, AttentionOp op,
-                      const OperandBuffers &bufs, const GPUKernelOptions &,
-                      const ChipInfo &) const override {
-    std::string why;
-    FailureOr<MemrefKernelSpec> spec = memrefKernelSpec(op, why);
-    if (failed(spec))
-      return op.emitOpError("convert-flash-to-gpu: ") << why;
-    return lowerToMemrefLaunch(rewriter, op, bufs, *spec, kRowsPerBlock,
-                               32 * kWarps, buildMmaKernel);
-  }
+
 };
 } // namespace
 

@@ -84,6 +84,27 @@ forLoop(ImplicitLocOpBuilder &b, Value lb, Value ub, Value step,
   return loop;
 }
 
+/// init + sum over n of lhs[lhsIdx..., e] · rhs[e, rhsIdx...] (rowMajorRhs:
+/// rhs[rhsIdx..., e]), one contractible FMA per step.
+static Value dotLoop(ImplicitLocOpBuilder &b, int64_t n, Value init, Value lhs,
+                     ValueRange lhsIdx, Value rhs, ValueRange rhsIdx,
+                     bool rowMajorRhs) {
+  return forLoop(b, constIdx(b, 0), constIdx(b, n), constIdx(b, 1), {init},
+                 [&](ImplicitLocOpBuilder &db, Value e, ValueRange s) {
+                   SmallVector<Value> li(lhsIdx), ri;
+                   li.push_back(e);
+                   if (rowMajorRhs)
+                     ri.append(rhsIdx.begin(), rhsIdx.end());
+                   ri.push_back(e);
+                   if (!rowMajorRhs)
+                     ri.append(rhsIdx.begin(), rhsIdx.end());
+                   Value x = memref::LoadOp::create(db, lhs, li);
+                   Value y = memref::LoadOp::create(db, rhs, ri);
+                   return SmallVector<Value>{fma(db, x, y, s[0])};
+                 })
+      .getResult(0);
+}
+
 static gpu::GPUFuncOp buildPortableKernel(OpBuilder &ob, Location loc,
                                           gpu::GPUModuleOp module,
                                           const MemrefKernelSpec &spec,
@@ -102,17 +123,8 @@ static gpu::GPUFuncOp buildPortableKernel(OpBuilder &ob, Location loc,
       MemRefType::get({D}, f32, MemRefLayoutAttrInterface(), priv),
       MemRefType::get({Dv}, f32, MemRefLayoutAttrInterface(), priv),
       MemRefType::get({T}, f32, MemRefLayoutAttrInterface(), priv)};
-  auto fn = gpu::GPUFuncOp::create(b, "kernel",
-                                   FunctionType::get(ctx, argTypes, {}),
-                                   workgroup, privates);
-  fn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
-  // 16-byte copies into the tiles (and ldmatrix rows) need aligned bases.
-  for (unsigned i = 0; i < 2; ++i)
-    fn.setWorkgroupAttributionAttr(i, LLVM::LLVMDialect::getAlignAttrName(),
-                                   b.getI64IntegerAttr(16));
-  fn->setAttr("nvvm.maxntid", b.getDenseI32ArrayAttr(
-                                  {static_cast<int32_t>(kRowsPerBlock), 1, 1}));
-
+  gpu::GPUFuncOp fn =
+      createMemrefKernelFunc(b, argTypes, workgroup, privates, kRowsPerBlock);
   Block &entry = fn.getBody().front();
   b.setInsertionPointToStart(&entry);
   Value kTile = fn.getWorkgroupAttributions()[0];
@@ -206,18 +218,8 @@ static gpu::GPUFuncOp buildPortableKernel(OpBuilder &ob, Location loc,
           Value tileMax =
               forLoop(ib, zero, constIdx(ib, T), one, {negInf},
                       [&](ImplicitLocOpBuilder &sb, Value jj, ValueRange mx) {
-                        Value dot =
-                            forLoop(sb, zero, constIdx(sb, D), one, {zf},
-                                    [&](ImplicitLocOpBuilder &db, Value c,
-                                        ValueRange s) {
-                                      Value x = memref::LoadOp::create(
-                                          db, qRow, ValueRange{c});
-                                      Value y = memref::LoadOp::create(
-                                          db, kTile, ValueRange{jj, c});
-                                      return SmallVector<Value>{
-                                          fma(db, x, y, s[0])};
-                                    })
-                                .getResult(0);
+                        Value dot = dotLoop(sb, D, zf, qRow, {}, kTile, {jj},
+                                            /*rowMajorRhs=*/true);
                         Value j = arith::AddIOp::create(sb, j0, jj);
                         Value jC = arith::MinSIOp::create(sb, j, lkLast);
                         Value s = dot;
@@ -253,18 +255,8 @@ static gpu::GPUFuncOp buildPortableKernel(OpBuilder &ob, Location loc,
                     Value a0 = arith::MulFOp::create(
                         ab, memref::LoadOp::create(ab, acc, ValueRange{c}),
                         alpha);
-                    Value sum =
-                        forLoop(ab, zero, constIdx(ab, T), one, {a0},
-                                [&](ImplicitLocOpBuilder &vb, Value jj,
-                                    ValueRange s) {
-                                  Value p = memref::LoadOp::create(
-                                      vb, scores, ValueRange{jj});
-                                  Value y = memref::LoadOp::create(
-                                      vb, vTile, ValueRange{jj, c});
-                                  return SmallVector<Value>{
-                                      fma(vb, p, y, s[0])};
-                                })
-                            .getResult(0);
+                    Value sum = dotLoop(ab, T, a0, scores, {}, vTile, {c},
+                                        /*rowMajorRhs=*/false);
                     memref::StoreOp::create(ab, sum, acc, ValueRange{c});
                     return SmallVector<Value>{};
                   });
@@ -297,8 +289,9 @@ static gpu::GPUFuncOp buildPortableKernel(OpBuilder &ob, Location loc,
 }
 
 namespace {
-class PortableStrategy final : public KernelStrategy {
+class PortableStrategy final : public MemrefKernelStrategy {
 public:
+  PortableStrategy() : MemrefKernelStrategy(kRowsPerBlock, kRowsPerBlock, buildPortableKernel) {}
   StringRef name() const override { return "portable"; }
   bool supports(AttentionOp op, const ChipInfo &,
                 std::string &why) const override {
@@ -313,16 +306,7 @@ public:
     }
     return true;
   }
-  LogicalResult lower(RewriterBase &rewriter, AttentionOp op,
-                      const OperandBuffers &bufs, const GPUKernelOptions &,
-                      const ChipInfo &) const override {
-    std::string why;
-    FailureOr<MemrefKernelSpec> spec = memrefKernelSpec(op, why);
-    if (failed(spec))
-      return op.emitOpError("convert-flash-to-gpu: ") << why;
-    return lowerToMemrefLaunch(rewriter, op, bufs, *spec, kRowsPerBlock,
-                               kRowsPerBlock, buildPortableKernel);
-  }
+
 };
 } // namespace
 

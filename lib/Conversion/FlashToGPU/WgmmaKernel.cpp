@@ -110,28 +110,111 @@ static void buildProducer(ImplicitLocOpBuilder &b, KernelEnv &env) {
             {constI32(b, 64 * p), row, kvbhI}, full);
 }
 
-static void buildConsumer(ImplicitLocOpBuilder &b, KernelEnv &env,
-                          Value wg) {
-  const KernelConfig &cfg = env.cfg;
-  const KernelSpec &spec = env.spec;
-  const SmemLayout &L = env.layout;
-  MLIRContext *ctx = b.getContext();
-  int64_t S = cfg.stages, BM = cfg.blockM, BN = cfg.blockN;
-  int64_t D = spec.headDim, Dv = spec.valueDim;
-  Type elem = spec.elemType;
+namespace {
+/// What the consumers' tile loop carries: the O accumulators (one per PV
+/// chunk), the row state, and what a schedule passes to the next iteration
+/// (P of the previous tile, or S of the next one). Flattened in this order
+/// into scf.for iter_args and scf.if results.
+struct TileLoopState {
+  SmallVector<Value> O;
+  RowState st;
+  SmallVector<Value> extra;
 
-  Value c = arith::SubIOp::create(b, wg, constIdx(b, 1));
+  SmallVector<Value> flatten() const {
+    SmallVector<Value> v(O.begin(), O.end());
+    v.append({st.m[0], st.m[1], st.l[0], st.l[1]});
+    v.append(extra.begin(), extra.end());
+    return v;
+  }
+  static TileLoopState unflatten(ValueRange v, int64_t chunks) {
+    TileLoopState s;
+    s.O.assign(v.begin(), v.begin() + chunks);
+    s.st = RowState{{v[chunks], v[chunks + 1]}, {v[chunks + 2], v[chunks + 3]}};
+    s.extra.assign(v.begin() + chunks + 4, v.end());
+    return s;
+  }
+};
+
+/// One consumer warpgroup: 64 query rows, S = QKᵀ by wgmma from shared
+/// memory, the softmax step on the accumulator registers, O += PV by wgmma
+/// with P from registers, under one of three schedules (serial, deferred PV,
+/// QK look-ahead), then the epilogue.
+class WgmmaConsumer {
+public:
+  WgmmaConsumer(ImplicitLocOpBuilder &b, KernelEnv &env, Value wg);
+  void build();
+
+private:
+  std::pair<Value, Value> slotOf(Value t);
+  Value waitFull(Value t);
+  void release(Value t);
+  Value issueQK(Value s);
+  void issuePV(SmallVector<Value> &O, ArrayRef<Value> aRegs, Value s);
+  std::array<Value, 2> softmax(Value t, SmallVectorImpl<Value> &sv,
+                               RowState &st);
+  void rescale(SmallVector<Value> &O, std::array<Value, 2> alpha);
+  SmallVector<Value> extract(Value acc);
+  void fenceAll(SmallVector<Value> &O);
+  Value descAt(Value d, int64_t units);
+  void waitTurn();
+  void passTurn();
+
+  struct TileIter {
+    scf::ForOp loop;
+    Value t;
+    TileLoopState state;
+  };
+  /// The tile loop over [from, tEnd); the builder is left in its body.
+  TileIter openLoop(Value from, const TileLoopState &init);
+  /// Yields `next`, leaves the builder after the loop, returns its results.
+  TileLoopState closeLoop(TileIter &it, const TileLoopState &next);
+
+  TileLoopState runSerial();
+  TileLoopState runDeferredPV();
+  TileLoopState runOverlapped();
+  void storeEpilogue(const TileLoopState &fin);
+
+  ImplicitLocOpBuilder &b;
+  KernelEnv &env;
+  const KernelConfig &cfg;
+  const KernelSpec &spec;
+  const SmemLayout &L;
+  int64_t S, BM, BN, D, Dv, chunks, chunkN;
+  Type elem, f32;
+  LLVM::LLVMStructType oType, sType;
+  Value c, lane, quadLane, rows[2], laneCol;
+  Value qDesc0, kDesc0, vDesc0;
+  Value negInf, fzero, one;
+  Value wgRowLo, wgRowHi, diagOff;
+  bool pingpong = false;
+  Value ppThreads, ppOwn, ppNext;
+  TileLoopState init;
+};
+} // namespace
+
+WgmmaConsumer::WgmmaConsumer(ImplicitLocOpBuilder &b, KernelEnv &env, Value wg)
+    : b(b), env(env), cfg(env.cfg), spec(env.spec), L(env.layout) {
+  MLIRContext *ctx = b.getContext();
+  S = cfg.stages;
+  BM = cfg.blockM;
+  BN = cfg.blockN;
+  D = spec.headDim;
+  Dv = spec.valueDim;
+  elem = spec.elemType;
+
+  c = arith::SubIOp::create(b, wg, constIdx(b, 1));
   Value ctid = arith::RemUIOp::create(b, env.tid, constIdx(b, 128));
   Value warp = arith::DivUIOp::create(b, ctid, constIdx(b, 32));
-  Value lane = arith::RemUIOp::create(b, env.tid, constIdx(b, 32));
-  Value quadLane = arith::RemUIOp::create(b, lane, constIdx(b, 4));
+  lane = arith::RemUIOp::create(b, env.tid, constIdx(b, 32));
+  quadLane = arith::RemUIOp::create(b, lane, constIdx(b, 4));
 
   // This thread's two rows (global query index) and its column offset.
   Value row0 = idxAdd(b, env.q0, idxMul(b, c, 64));
   row0 = idxAdd(b, row0, idxMul(b, warp, 16));
   row0 = idxAdd(b, row0, arith::DivUIOp::create(b, lane, constIdx(b, 4)));
-  Value rows[2] = {row0, idxAdd(b, row0, constIdx(b, 8))};
-  Value laneCol = idxMul(b, quadLane, 2);
+  rows[0] = row0;
+  rows[1] = idxAdd(b, row0, constIdx(b, 8));
+  laneCol = idxMul(b, quadLane, 2);
 
   mbarWait(b, smemOffset(b, env.tiles, L.qFullOff()), constI32(b, 0));
 
@@ -139,118 +222,26 @@ static void buildConsumer(ImplicitLocOpBuilder &b, KernelEnv &env,
   // panel; panels are rows·128 B apart. V (MN-major) advances 16 rows
   // (+128) per k16.
   Value qTile = smemOffset(b, env.tiles, toI64(b, idxMul(b, c, 64 * 128)));
-  Value qDesc0 = wgmmaDescriptor(b, qTile, BM * 128, 1024);
-  Value kDesc0 =
+  qDesc0 = wgmmaDescriptor(b, qTile, BM * 128, 1024);
+  kDesc0 =
       wgmmaDescriptor(b, smemOffset(b, env.tiles, L.kOff(0)), BN * 128, 1024);
-  Value vDesc0 =
+  vDesc0 =
       wgmmaDescriptor(b, smemOffset(b, env.tiles, L.vOff(0)), BN * 128, 1024);
-  auto descAt = [&](Value d, int64_t units) -> Value {
-    if (units == 0)
-      return d;
-    return LLVM::AddOp::create(b, d, constI64(b, units));
-  };
 
-  int64_t chunks = cfg.splitPV ? Dv / 64 : 1;
-  int64_t chunkN = Dv / chunks;
-  auto oType = accType(ctx, chunkN);
-  auto sType = accType(ctx, BN);
-  Type f32 = b.getF32Type();
-  Value negInf = constF32(b, -std::numeric_limits<double>::infinity());
-  Value fzero = constF32(b, 0.0);
-  MaskAttr mask = spec.mask;
-  Value lq = env.lq, lk = env.lk;
+  chunks = cfg.splitPV ? Dv / 64 : 1;
+  chunkN = Dv / chunks;
+  oType = accType(ctx, chunkN);
+  sType = accType(ctx, BN);
+  f32 = b.getF32Type();
+  negInf = constF32(b, -std::numeric_limits<double>::infinity());
+  fzero = constF32(b, 0.0);
 
-  // Slot of tile t and the parity of its fill.
-  auto slotOf = [&](Value t) {
-    Value i = arith::SubIOp::create(b, t, env.tBegin);
-    Value s = arith::RemUIOp::create(b, i, constIdx(b, S));
-    Value n = arith::DivUIOp::create(b, i, constIdx(b, S));
-    return std::make_pair(
-        s, toI32(b, arith::RemUIOp::create(b, n, constIdx(b, 2))));
-  };
-  auto waitFull = [&](Value t) {
-    auto [s, parity] = slotOf(t);
-    mbarWait(b,
-             smemOffset(b, env.tiles, stageOffset(b, env, s, 8, L.kvFullOff(0))),
-             parity);
-    return s;
-  };
-  // One arrival per consumer warp releases the slot to the producer.
-  auto release = [&](Value t) {
-    auto [s, parity] = slotOf(t);
-    (void)parity;
-    Value lane0 = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, lane,
-                                        constIdx(b, 0));
-    auto ifLane0 = scf::IfOp::create(b, lane0, /*withElse=*/false);
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPointToStart(ifLane0.thenBlock());
-    mbarArrive(b, smemOffset(b, env.tiles,
-                             stageOffset(b, env, s, 8, L.kvEmptyOff(0, S))));
-  };
-  // S = Q K_tᵀ, issued and committed, not waited for.
-  auto issueQK = [&](Value s) -> Value {
-    Value stageUnits = toI64(b, idxMul(b, s, L.stageBytes / 16));
-    Value kd = LLVM::AddOp::create(b, kDesc0, stageUnits);
-    wgmmaFence(b);
-    Value acc = LLVM::UndefOp::create(b, sType);
-    for (int64_t kk = 0; kk < D / 16; ++kk) {
-      int64_t p = kk / 4, w = kk % 4;
-      Value a = descAt(qDesc0, p * BM * 128 / 16 + 2 * w);
-      Value bd = descAt(kd, p * BN * 128 / 16 + 2 * w);
-      acc = wgmmaSS(b, acc, a, bd, BN, elem, /*accumulate=*/kk > 0);
-    }
-    NVVM::WgmmaGroupSyncAlignedOp::create(b);
-    return acc;
-  };
-  // O += P V_t, issued and committed, not waited for.
-  auto issuePV = [&](SmallVector<Value> &O, ArrayRef<Value> aRegs, Value s) {
-    Value stageUnits = toI64(b, idxMul(b, s, L.stageBytes / 16));
-    Value vd = LLVM::AddOp::create(b, vDesc0, stageUnits);
-    wgmmaFence(b);
-    for (int64_t kb = 0; kb < BN / 16; ++kb)
-      for (int64_t k = 0; k < chunks; ++k) {
-        Value d = descAt(vd, kb * 16 * 128 / 16 + k * BN * 128 / 16);
-        O[k] = wgmmaRS(b, O[k], aRegs.slice(4 * kb, 4), d, chunkN, elem);
-      }
-    NVVM::WgmmaGroupSyncAlignedOp::create(b);
-  };
   // Tiles that need no per-element mask (inside Lk and entirely on the
   // allowed side of the causal/window bounds for this warpgroup's 64 rows)
   // take a softmax without index arithmetic.
-  Value wgRowLo = idxAdd(b, env.q0, idxMul(b, c, 64));
-  Value wgRowHi = idxAdd(b, wgRowLo, constIdx(b, 63));
-  Value diagOff = maskDiagonalOffset(b, mask, lq, lk);
-  auto tileNeedsMask = [&](Value t) -> Value {
-    return tileNeedsElementMask(b, mask, idxMul(b, t, BN), BN, wgRowLo,
-                                wgRowHi, lk, diagOff);
-  };
-  // Softmax of one tile: returns p (in sv), alpha, and the new row state.
-  auto softmax = [&](Value t, SmallVectorImpl<Value> &sv, RowState &st)
-      -> std::array<Value, 2> {
-    Value needsMask = tileNeedsMask(t);
-    ScoreContext sc = makeScoreContext(b, mask, spec.scoreMod, rows,
-                                       idxMul(b, t, BN), laneCol, lq, lk,
-                                       env.batchIdx, env.captures,
-                                       /*needsMask=*/true);
-    return maskedSoftmaxStep(b, sv, st, spec.scale, needsMask, sc);
-  };
-  auto rescale = [&](SmallVector<Value> &O, std::array<Value, 2> alpha) {
-    for (int64_t k = 0; k < chunks; ++k) {
-      Value o = O[k];
-      for (int64_t e = 0; e < chunkN / 2; ++e) {
-        Value x = LLVM::ExtractValueOp::create(b, o, e);
-        x = arith::MulFOp::create(b, x, alpha[AccumulatorLayout::rowHalf(e)]);
-        o = LLVM::InsertValueOp::create(b, o, x, e);
-      }
-      O[k] = o;
-    }
-  };
-  auto extract = [&](Value acc) {
-    SmallVector<Value> sv;
-    for (int64_t e = 0; e < BN / 2; ++e)
-      sv.push_back(LLVM::ExtractValueOp::create(b, acc, e));
-    return sv;
-  };
+  wgRowLo = idxAdd(b, env.q0, idxMul(b, c, 64));
+  wgRowHi = idxAdd(b, wgRowLo, constIdx(b, 63));
+  diagOff = maskDiagonalOffset(b, spec.mask, env.lq, env.lk);
 
   // Ping-pong between consumer warpgroups: warpgroup c issues its GEMMs only
   // after warpgroup c-1 issued its own (named barrier 1+c, counted over the
@@ -259,8 +250,7 @@ static void buildConsumer(ImplicitLocOpBuilder &b, KernelEnv &env,
   // do their softmax while the tensor cores idle; in turn, one warpgroup's
   // softmax runs under the other's GEMMs.
   int64_t nWG = cfg.consumerWarpgroups;
-  bool pingpong = cfg.pingpong && nWG > 1;
-  Value ppThreads, ppOwn, ppNext;
+  pingpong = cfg.pingpong && nWG > 1;
   if (pingpong) {
     ppThreads = constI32(b, 256);
     Value cI = toI32(b, c);
@@ -276,230 +266,308 @@ static void buildConsumer(ImplicitLocOpBuilder &b, KernelEnv &env,
     b.setInsertionPointToStart(ifFirst.thenBlock());
     NVVM::BarrierArriveOp::create(b, ppOwn, ppThreads);
   }
-  auto waitTurn = [&] {
-    if (pingpong)
-      NVVM::BarrierOp::create(b, Type(), ppOwn, ppThreads,
-                              NVVM::BarrierReductionAttr(), Value());
-  };
-  auto passTurn = [&] {
-    if (pingpong)
-      NVVM::BarrierArriveOp::create(b, ppNext, ppThreads);
-  };
 
-  // The tile loop over [from, tEnd): O, the row state and `extra` values
-  // are carried; the builder is left at the start of the body.
-  struct TileIter {
-    scf::ForOp loop;
-    Value t;
-    SmallVector<Value> O;
-    RowState st;
-    SmallVector<Value> extra;
-  };
-  auto openLoop = [&](Value from, ArrayRef<Value> O0, const RowState &st0,
-                      ArrayRef<Value> extra0) {
-    SmallVector<Value> init(O0.begin(), O0.end());
-    init.append({st0.m[0], st0.m[1], st0.l[0], st0.l[1]});
-    init.append(extra0.begin(), extra0.end());
-    TileIter it;
-    it.loop = scf::ForOp::create(b, from, env.tEnd, constIdx(b, 1), init);
-    b.setInsertionPointToStart(it.loop.getBody());
-    it.t = it.loop.getInductionVar();
-    auto iter = it.loop.getRegionIterArgs();
-    it.O.assign(iter.begin(), iter.begin() + chunks);
-    it.st = RowState{{iter[chunks], iter[chunks + 1]},
-                     {iter[chunks + 2], iter[chunks + 3]}};
-    it.extra.assign(iter.begin() + chunks + 4, iter.end());
-    return it;
-  };
-  // Yields and leaves the builder after the loop; returns its results.
-  auto closeLoop = [&](TileIter &it, ArrayRef<Value> O, const RowState &st,
-                       ArrayRef<Value> extra) {
-    SmallVector<Value> yields(O.begin(), O.end());
-    yields.append({st.m[0], st.m[1], st.l[0], st.l[1]});
-    yields.append(extra.begin(), extra.end());
-    scf::YieldOp::create(b, yields);
-    b.setInsertionPointAfter(it.loop);
-    return SmallVector<Value>(it.loop.getResults());
-  };
-  auto fenceAll = [&](SmallVector<Value> &O) {
-    for (Value &o : O)
-      o = fenceRegisters(b, o);
-  };
-
-  SmallVector<Value> O0;
   for (int64_t k = 0; k < chunks; ++k)
-    O0.push_back(LLVM::ZeroOp::create(b, oType));
-  RowState st0{{negInf, negInf}, {fzero, fzero}};
-  Value one = constIdx(b, 1);
-  SmallVector<Value> res;
+    init.O.push_back(LLVM::ZeroOp::create(b, oType));
+  init.st = RowState{{negInf, negInf}, {fzero, fzero}};
+  one = constIdx(b, 1);
+}
 
-  if (cfg.deferPV) {
-    // FA3's order: PV of tile t-1 is issued right behind QK of tile t and
-    // runs during the softmax of tile t. Only P_{t-1} (BN/4 packed
-    // registers) crosses an iteration, not a second S accumulator. A slot
-    // is released once PV of its tile completed, one iteration late, hence
-    // stages >= 3.
-    Value nonEmpty = arith::CmpIOp::create(b, arith::CmpIPredicate::slt,
-                                           env.tBegin, env.tEnd);
-    int64_t nP = BN / 4;
-    Type i32 = b.getI32Type();
-    SmallVector<Type> proTypes(chunks, oType);
-    proTypes.append(4, f32);
-    proTypes.append(nP, i32);
-    auto pro = scf::IfOp::create(b, proTypes, nonEmpty, /*withElse=*/true);
-    {
-      OpBuilder::InsertionGuard g(b);
-      b.setInsertionPointToStart(pro.thenBlock());
-      Value s = waitFull(env.tBegin);
-      waitTurn();
-      Value acc = issueQK(s);
-      passTurn();
-      NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
-      SmallVector<Value> sv = extract(fenceRegisters(b, acc));
-      RowState st = st0;
-      (void)softmax(env.tBegin, sv, st); // O is still zero: nothing to rescale
-      SmallVector<Value> yields(O0);
-      yields.append({st.m[0], st.m[1], st.l[0], st.l[1]});
-      for (Value p : packA(b, sv, elem))
-        yields.push_back(p);
-      scf::YieldOp::create(b, yields);
-      b.setInsertionPointToStart(pro.elseBlock());
-      SmallVector<Value> none(O0);
-      none.append({negInf, negInf, fzero, fzero});
-      Value undefI32 = LLVM::UndefOp::create(b, i32);
-      none.append(nP, undefI32);
-      scf::YieldOp::create(b, none);
-    }
-    auto pr = pro.getResults();
-    SmallVector<Value> proO(pr.begin(), pr.begin() + chunks);
-    RowState proSt{{pr[chunks], pr[chunks + 1]}, {pr[chunks + 2], pr[chunks + 3]}};
-    SmallVector<Value> proP(pr.begin() + chunks + 4, pr.end());
+Value WgmmaConsumer::descAt(Value d, int64_t units) {
+  if (units == 0)
+    return d;
+  return LLVM::AddOp::create(b, d, constI64(b, units));
+}
 
-    TileIter it =
-        openLoop(idxAdd(b, env.tBegin, one), proO, proSt, proP);
-    {
-      Value t = it.t;
-      SmallVector<Value> O = it.O;
-      RowState st = it.st;
-      Value tPrev = arith::SubIOp::create(b, t, one);
-      Value s = waitFull(t);
-      waitTurn();
-      Value acc = issueQK(s);
-      issuePV(O, it.extra, slotOf(tPrev).first);
-      passTurn();
-      // S_t is complete; PV_{t-1} may still run.
-      NVVM::WgmmaWaitGroupSyncOp::create(b, 1);
-      SmallVector<Value> sv = extract(fenceRegisters(b, acc));
-      std::array<Value, 2> alpha = softmax(t, sv, st);
-      NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
-      fenceAll(O);
-      release(tPrev);
-      rescale(O, alpha);
-      SmallVector<Value> P = packA(b, sv, elem);
-      res = closeLoop(it, O, st, P);
+/// Slot of tile t and the parity of its fill.
+std::pair<Value, Value> WgmmaConsumer::slotOf(Value t) {
+  Value i = arith::SubIOp::create(b, t, env.tBegin);
+  Value s = arith::RemUIOp::create(b, i, constIdx(b, S));
+  Value n = arith::DivUIOp::create(b, i, constIdx(b, S));
+  return std::make_pair(s,
+                        toI32(b, arith::RemUIOp::create(b, n, constIdx(b, 2))));
+}
+
+Value WgmmaConsumer::waitFull(Value t) {
+  auto [s, parity] = slotOf(t);
+  mbarWait(b,
+           smemOffset(b, env.tiles, stageOffset(b, env, s, 8, L.kvFullOff(0))),
+           parity);
+  return s;
+}
+
+/// One arrival per consumer warp releases the slot to the producer.
+void WgmmaConsumer::release(Value t) {
+  Value s = slotOf(t).first;
+  Value lane0 =
+      arith::CmpIOp::create(b, arith::CmpIPredicate::eq, lane, constIdx(b, 0));
+  auto ifLane0 = scf::IfOp::create(b, lane0, /*withElse=*/false);
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointToStart(ifLane0.thenBlock());
+  mbarArrive(b, smemOffset(b, env.tiles,
+                           stageOffset(b, env, s, 8, L.kvEmptyOff(0, S))));
+}
+
+/// S = Q K_tᵀ, issued and committed, not waited for.
+Value WgmmaConsumer::issueQK(Value s) {
+  Value stageUnits = toI64(b, idxMul(b, s, L.stageBytes / 16));
+  Value kd = LLVM::AddOp::create(b, kDesc0, stageUnits);
+  wgmmaFence(b);
+  Value acc = LLVM::UndefOp::create(b, sType);
+  for (int64_t kk = 0; kk < D / 16; ++kk) {
+    int64_t p = kk / 4, w = kk % 4;
+    Value a = descAt(qDesc0, p * BM * 128 / 16 + 2 * w);
+    Value bd = descAt(kd, p * BN * 128 / 16 + 2 * w);
+    acc = wgmmaSS(b, acc, a, bd, BN, elem, /*accumulate=*/kk > 0);
+  }
+  NVVM::WgmmaGroupSyncAlignedOp::create(b);
+  return acc;
+}
+
+/// O += P V_t, issued and committed, not waited for.
+void WgmmaConsumer::issuePV(SmallVector<Value> &O, ArrayRef<Value> aRegs,
+                            Value s) {
+  Value stageUnits = toI64(b, idxMul(b, s, L.stageBytes / 16));
+  Value vd = LLVM::AddOp::create(b, vDesc0, stageUnits);
+  wgmmaFence(b);
+  for (int64_t kb = 0; kb < BN / 16; ++kb)
+    for (int64_t k = 0; k < chunks; ++k) {
+      Value d = descAt(vd, kb * 16 * 128 / 16 + k * BN * 128 / 16);
+      O[k] = wgmmaRS(b, O[k], aRegs.slice(4 * kb, 4), d, chunkN, elem);
     }
-    // PV of the last tile.
-    SmallVector<Type> oTypes(chunks, oType);
-    auto epi = scf::IfOp::create(b, oTypes, nonEmpty, /*withElse=*/true);
-    {
-      OpBuilder::InsertionGuard g(b);
-      b.setInsertionPointToStart(epi.thenBlock());
-      SmallVector<Value> O(res.begin(), res.begin() + chunks);
-      SmallVector<Value> P(res.begin() + chunks + 4, res.end());
-      Value tLast = arith::SubIOp::create(b, env.tEnd, one);
-      waitTurn();
-      issuePV(O, P, slotOf(tLast).first);
-      passTurn();
-      NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
-      fenceAll(O);
-      release(tLast);
-      scf::YieldOp::create(b, O);
-      b.setInsertionPointToStart(epi.elseBlock());
-      scf::YieldOp::create(b, ArrayRef<Value>(res).take_front(chunks));
+  NVVM::WgmmaGroupSyncAlignedOp::create(b);
+}
+
+/// Softmax of one tile: p (in sv), the new row state, and returns alpha.
+std::array<Value, 2> WgmmaConsumer::softmax(Value t, SmallVectorImpl<Value> &sv,
+                                            RowState &st) {
+  Value needsMask = tileNeedsElementMask(b, spec.mask, idxMul(b, t, BN), BN,
+                                         wgRowLo, wgRowHi, env.lk, diagOff);
+  ScoreContext sc = makeScoreContext(b, spec.mask, spec.scoreMod, rows,
+                                     idxMul(b, t, BN), laneCol, env.lq, env.lk,
+                                     env.batchIdx, env.captures,
+                                     /*needsMask=*/true);
+  return maskedSoftmaxStep(b, sv, st, spec.scale, needsMask, sc);
+}
+
+void WgmmaConsumer::rescale(SmallVector<Value> &O,
+                            std::array<Value, 2> alpha) {
+  for (int64_t k = 0; k < chunks; ++k) {
+    Value o = O[k];
+    for (int64_t e = 0; e < chunkN / 2; ++e) {
+      Value x = LLVM::ExtractValueOp::create(b, o, e);
+      x = arith::MulFOp::create(b, x, alpha[AccumulatorLayout::rowHalf(e)]);
+      o = LLVM::InsertValueOp::create(b, o, x, e);
     }
-    for (int64_t k = 0; k < chunks; ++k)
-      res[k] = epi.getResult(k);
-  } else if (!cfg.overlap) {
-    TileIter it = openLoop(env.tBegin, O0, st0, {});
-    Value t = it.t;
-    SmallVector<Value> O = it.O;
-    RowState st = it.st;
-    Value s = waitFull(t);
+    O[k] = o;
+  }
+}
+
+SmallVector<Value> WgmmaConsumer::extract(Value acc) {
+  SmallVector<Value> sv;
+  for (int64_t e = 0; e < BN / 2; ++e)
+    sv.push_back(LLVM::ExtractValueOp::create(b, acc, e));
+  return sv;
+}
+
+void WgmmaConsumer::fenceAll(SmallVector<Value> &O) {
+  for (Value &o : O)
+    o = fenceRegisters(b, o);
+}
+
+void WgmmaConsumer::waitTurn() {
+  if (pingpong)
+    NVVM::BarrierOp::create(b, Type(), ppOwn, ppThreads,
+                            NVVM::BarrierReductionAttr(), Value());
+}
+
+void WgmmaConsumer::passTurn() {
+  if (pingpong)
+    NVVM::BarrierArriveOp::create(b, ppNext, ppThreads);
+}
+
+WgmmaConsumer::TileIter WgmmaConsumer::openLoop(Value from,
+                                                const TileLoopState &init) {
+  TileIter it;
+  it.loop =
+      scf::ForOp::create(b, from, env.tEnd, constIdx(b, 1), init.flatten());
+  b.setInsertionPointToStart(it.loop.getBody());
+  it.t = it.loop.getInductionVar();
+  it.state = TileLoopState::unflatten(it.loop.getRegionIterArgs(), chunks);
+  return it;
+}
+
+TileLoopState WgmmaConsumer::closeLoop(TileIter &it,
+                                       const TileLoopState &next) {
+  scf::YieldOp::create(b, next.flatten());
+  b.setInsertionPointAfter(it.loop);
+  return TileLoopState::unflatten(it.loop.getResults(), chunks);
+}
+
+/// Wait for K_t, S = QK_tᵀ, softmax, O = alpha·O + P V_t, wait, release.
+TileLoopState WgmmaConsumer::runSerial() {
+  TileIter it = openLoop(env.tBegin, init);
+  Value t = it.t;
+  TileLoopState next = it.state;
+  Value s = waitFull(t);
+  waitTurn();
+  Value acc = issueQK(s);
+  passTurn();
+  NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
+  SmallVector<Value> sv = extract(acc);
+  std::array<Value, 2> alpha = softmax(t, sv, next.st);
+  rescale(next.O, alpha);
+  issuePV(next.O, packA(b, sv, elem), s);
+  NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
+  release(t);
+  return closeLoop(it, next);
+}
+
+/// FA3's order: PV of tile t-1 is issued right behind QK of tile t and runs
+/// during the softmax of tile t. Only P_{t-1} (BN/4 packed registers)
+/// crosses an iteration, not a second S accumulator. A slot is released once
+/// PV of its tile completed, one iteration late, hence stages >= 3.
+TileLoopState WgmmaConsumer::runDeferredPV() {
+  Value nonEmpty = arith::CmpIOp::create(b, arith::CmpIPredicate::slt,
+                                         env.tBegin, env.tEnd);
+  int64_t nP = BN / 4;
+  Type i32 = b.getI32Type();
+  SmallVector<Type> proTypes(chunks, oType);
+  proTypes.append(4, f32);
+  proTypes.append(nP, i32);
+  auto pro = scf::IfOp::create(b, proTypes, nonEmpty, /*withElse=*/true);
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(pro.thenBlock());
+    Value s = waitFull(env.tBegin);
     waitTurn();
     Value acc = issueQK(s);
     passTurn();
     NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
-    SmallVector<Value> sv = extract(acc);
-    std::array<Value, 2> alpha = softmax(t, sv, st);
-    rescale(O, alpha);
-    issuePV(O, packA(b, sv, elem), s);
-    NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
-    release(t);
-    res = closeLoop(it, O, st, {});
-  } else {
-    // Software pipeline: QK of tile t+1 runs on the tensor cores while this
-    // warpgroup does the softmax of tile t, and PV of tile t runs while the
-    // next iteration waits for K. A slot is released one iteration late
-    // (after PV of its tile is known complete), hence stages >= 3.
-    Value nonEmpty = arith::CmpIOp::create(b, arith::CmpIPredicate::slt,
-                                           env.tBegin, env.tEnd);
-    auto pro = scf::IfOp::create(b, TypeRange{sType}, nonEmpty, true);
-    {
-      OpBuilder::InsertionGuard g(b);
-      b.setInsertionPointToStart(pro.thenBlock());
-      Value s = waitFull(env.tBegin);
-      scf::YieldOp::create(b, issueQK(s));
-      b.setInsertionPointToStart(pro.elseBlock());
-      scf::YieldOp::create(b, Value(LLVM::UndefOp::create(b, sType)));
-    }
-    TileIter it = openLoop(env.tBegin, O0, st0, {pro.getResult(0)});
-    Value t = it.t;
-    SmallVector<Value> O = it.O;
-    RowState st = it.st;
-    Value sCur = it.extra[0];
-    Value tNext = idxAdd(b, t, one);
-    Value hasNext =
-        arith::CmpIOp::create(b, arith::CmpIPredicate::slt, tNext, env.tEnd);
-    auto next = scf::IfOp::create(b, TypeRange{sType}, hasNext, true);
-    {
-      OpBuilder::InsertionGuard g2(b);
-      b.setInsertionPointToStart(next.thenBlock());
-      Value s = waitFull(tNext);
-      Value acc = issueQK(s);
-      // Everything but the QK just issued: S_t and PV_{t-1}.
-      NVVM::WgmmaWaitGroupSyncOp::create(b, 1);
-      scf::YieldOp::create(b, acc);
-      b.setInsertionPointToStart(next.elseBlock());
-      NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
-      scf::YieldOp::create(b, Value(LLVM::UndefOp::create(b, sType)));
-    }
-    // Keep reads of S_t and O after the wait.
-    sCur = fenceRegisters(b, sCur);
-    fenceAll(O);
-    Value i = arith::SubIOp::create(b, t, env.tBegin);
-    Value hasPrev =
-        arith::CmpIOp::create(b, arith::CmpIPredicate::sgt, i, constIdx(b, 0));
-    auto ifPrev = scf::IfOp::create(b, hasPrev, /*withElse=*/false);
-    {
-      OpBuilder::InsertionGuard g2(b);
-      b.setInsertionPointToStart(ifPrev.thenBlock());
-      release(arith::SubIOp::create(b, t, one));
-    }
-    SmallVector<Value> sv = extract(sCur);
-    std::array<Value, 2> alpha = softmax(t, sv, st);
-    rescale(O, alpha);
-    issuePV(O, packA(b, sv, elem), slotOf(t).first);
-    res = closeLoop(it, O, st, {next.getResult(0)});
-    NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
-    for (int64_t k = 0; k < chunks; ++k)
-      res[k] = fenceRegisters(b, res[k]);
+    SmallVector<Value> sv = extract(fenceRegisters(b, acc));
+    TileLoopState first = init;
+    (void)softmax(env.tBegin, sv, first.st); // O is zero: nothing to rescale
+    first.extra = packA(b, sv, elem);
+    scf::YieldOp::create(b, first.flatten());
+    b.setInsertionPointToStart(pro.elseBlock());
+    TileLoopState none = init;
+    none.extra.assign(nP, LLVM::UndefOp::create(b, i32));
+    scf::YieldOp::create(b, none.flatten());
   }
-  // Epilogue: O / l, stored straight from registers; rows past Lq skipped.
-  Value mFin[2] = {res[chunks], res[chunks + 1]};
-  Value lFin[2] = {quadReduce(b, res[chunks + 2], false),
-                   quadReduce(b, res[chunks + 3], false)};
-  RowResult fin[2] = {finishRow(b, mFin[0], lFin[0], spec.hasLse),
-                      finishRow(b, mFin[1], lFin[1], spec.hasLse)};
+  TileLoopState res;
+  {
+    TileIter it = openLoop(idxAdd(b, env.tBegin, one),
+                           TileLoopState::unflatten(pro.getResults(), chunks));
+    Value t = it.t;
+    TileLoopState next = it.state;
+    Value tPrev = arith::SubIOp::create(b, t, one);
+    Value s = waitFull(t);
+    waitTurn();
+    Value acc = issueQK(s);
+    issuePV(next.O, it.state.extra, slotOf(tPrev).first);
+    passTurn();
+    // S_t is complete; PV_{t-1} may still run.
+    NVVM::WgmmaWaitGroupSyncOp::create(b, 1);
+    SmallVector<Value> sv = extract(fenceRegisters(b, acc));
+    std::array<Value, 2> alpha = softmax(t, sv, next.st);
+    NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
+    fenceAll(next.O);
+    release(tPrev);
+    rescale(next.O, alpha);
+    next.extra = packA(b, sv, elem);
+    res = closeLoop(it, next);
+  }
+  // PV of the last tile.
+  SmallVector<Type> oTypes(chunks, oType);
+  auto epi = scf::IfOp::create(b, oTypes, nonEmpty, /*withElse=*/true);
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(epi.thenBlock());
+    SmallVector<Value> O = res.O;
+    Value tLast = arith::SubIOp::create(b, env.tEnd, one);
+    waitTurn();
+    issuePV(O, res.extra, slotOf(tLast).first);
+    passTurn();
+    NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
+    fenceAll(O);
+    release(tLast);
+    scf::YieldOp::create(b, O);
+    b.setInsertionPointToStart(epi.elseBlock());
+    scf::YieldOp::create(b, res.O);
+  }
+  for (int64_t k = 0; k < chunks; ++k)
+    res.O[k] = epi.getResult(k);
+  return res;
+}
+
+/// Software pipeline: QK of tile t+1 runs on the tensor cores while this
+/// warpgroup does the softmax of tile t, and PV of tile t runs while the next
+/// iteration waits for K. A slot is released one iteration late (after PV of
+/// its tile is known complete), hence stages >= 3.
+TileLoopState WgmmaConsumer::runOverlapped() {
+  Value nonEmpty = arith::CmpIOp::create(b, arith::CmpIPredicate::slt,
+                                         env.tBegin, env.tEnd);
+  auto pro = scf::IfOp::create(b, TypeRange{sType}, nonEmpty, true);
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(pro.thenBlock());
+    Value s = waitFull(env.tBegin);
+    scf::YieldOp::create(b, issueQK(s));
+    b.setInsertionPointToStart(pro.elseBlock());
+    scf::YieldOp::create(b, Value(LLVM::UndefOp::create(b, sType)));
+  }
+  TileLoopState first = init;
+  first.extra = {pro.getResult(0)};
+  TileIter it = openLoop(env.tBegin, first);
+  Value t = it.t;
+  TileLoopState next = it.state;
+  Value sCur = it.state.extra[0];
+  Value tNext = idxAdd(b, t, one);
+  Value hasNext =
+      arith::CmpIOp::create(b, arith::CmpIPredicate::slt, tNext, env.tEnd);
+  auto nextQK = scf::IfOp::create(b, TypeRange{sType}, hasNext, true);
+  {
+    OpBuilder::InsertionGuard g2(b);
+    b.setInsertionPointToStart(nextQK.thenBlock());
+    Value s = waitFull(tNext);
+    Value acc = issueQK(s);
+    // Everything but the QK just issued: S_t and PV_{t-1}.
+    NVVM::WgmmaWaitGroupSyncOp::create(b, 1);
+    scf::YieldOp::create(b, acc);
+    b.setInsertionPointToStart(nextQK.elseBlock());
+    NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
+    scf::YieldOp::create(b, Value(LLVM::UndefOp::create(b, sType)));
+  }
+  // Keep reads of S_t and O after the wait.
+  sCur = fenceRegisters(b, sCur);
+  fenceAll(next.O);
+  Value i = arith::SubIOp::create(b, t, env.tBegin);
+  Value hasPrev =
+      arith::CmpIOp::create(b, arith::CmpIPredicate::sgt, i, constIdx(b, 0));
+  auto ifPrev = scf::IfOp::create(b, hasPrev, /*withElse=*/false);
+  {
+    OpBuilder::InsertionGuard g2(b);
+    b.setInsertionPointToStart(ifPrev.thenBlock());
+    release(arith::SubIOp::create(b, t, one));
+  }
+  SmallVector<Value> sv = extract(sCur);
+  std::array<Value, 2> alpha = softmax(t, sv, next.st);
+  rescale(next.O, alpha);
+  issuePV(next.O, packA(b, sv, elem), slotOf(t).first);
+  next.extra = {nextQK.getResult(0)};
+  TileLoopState res = closeLoop(it, next);
+  NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
+  fenceAll(res.O);
+  return res;
+}
+
+/// O / l, stored straight from registers; rows past Lq skipped.
+void WgmmaConsumer::storeEpilogue(const TileLoopState &fin) {
+  MLIRContext *ctx = b.getContext();
+  Value lFin[2] = {quadReduce(b, fin.st.l[0], false),
+                   quadReduce(b, fin.st.l[1], false)};
+  RowResult row[2] = {finishRow(b, fin.st.m[0], lFin[0], spec.hasLse),
+                      finishRow(b, fin.st.m[1], lFin[1], spec.hasLse)};
   auto ptrTy = LLVM::LLVMPointerType::get(ctx);
   auto pairTy = VectorType::get({2}, elem);
   int64_t eltBytes = elem.getIntOrFloatBitWidth() / 8;
@@ -515,19 +583,20 @@ static void buildConsumer(ImplicitLocOpBuilder &b, KernelEnv &env,
     // Column pairs (c, c+1) of the row half are adjacent accumulator
     // elements: one 2-element store each.
     for (int64_t k = 0; k < chunks; ++k)
-      for (int64_t c = 0; c < chunkN; c += 8) {
-        int64_t e = AccumulatorLayout::element(c, h);
-        Value x0 = LLVM::ExtractValueOp::create(b, res[k], e);
-        Value x1 = LLVM::ExtractValueOp::create(b, res[k], e + 1);
-        x0 = arith::TruncFOp::create(
-            b, elem, arith::MulFOp::create(b, x0, fin[h].inv));
-        x1 = arith::TruncFOp::create(
-            b, elem, arith::MulFOp::create(b, x1, fin[h].inv));
+      for (int64_t col = 0; col < chunkN; col += 8) {
+        int64_t e = AccumulatorLayout::element(col, h);
+        Value x0 = LLVM::ExtractValueOp::create(b, fin.O[k], e);
+        Value x1 = LLVM::ExtractValueOp::create(b, fin.O[k], e + 1);
+        x0 = arith::TruncFOp::create(b, elem,
+                                     arith::MulFOp::create(b, x0, row[h].inv));
+        x1 = arith::TruncFOp::create(b, elem,
+                                     arith::MulFOp::create(b, x1, row[h].inv));
         Value v = vector::FromElementsOp::create(b, pairTy, ValueRange{x0, x1});
-        int64_t col = k * chunkN + AccumulatorLayout::column(e);
-        Value off = toI64(b, idxAdd(b, rowOff, constIdx(b, col)));
-        Value ptr = LLVM::GEPOp::create(b, ptrTy, elem, env.outPtr,
-                                        ValueRange{off});
+        Value off = toI64(
+            b, idxAdd(b, rowOff,
+                      constIdx(b, k * chunkN + AccumulatorLayout::column(e))));
+        Value ptr =
+            LLVM::GEPOp::create(b, ptrTy, elem, env.outPtr, ValueRange{off});
         LLVM::StoreOp::create(b, v, ptr, /*alignment=*/2 * eltBytes);
       }
     if (spec.hasLse) {
@@ -537,12 +606,18 @@ static void buildConsumer(ImplicitLocOpBuilder &b, KernelEnv &env,
       auto ifQ = scf::IfOp::create(b, q0, /*withElse=*/false);
       OpBuilder::InsertionGuard g2(b);
       b.setInsertionPointToStart(ifQ.thenBlock());
-      Value lse = fin[h].lse;
       Value ptr = LLVM::GEPOp::create(b, ptrTy, b.getF32Type(), env.lsePtr,
                                       ValueRange{toI64(b, flatRow)});
-      LLVM::StoreOp::create(b, lse, ptr, /*alignment=*/4);
+      LLVM::StoreOp::create(b, row[h].lse, ptr, /*alignment=*/4);
     }
   }
+}
+
+void WgmmaConsumer::build() {
+  TileLoopState fin = cfg.deferPV  ? runDeferredPV()
+                      : cfg.overlap ? runOverlapped()
+                                    : runSerial();
+  storeEpilogue(fin);
 }
 
 gpu::GPUFuncOp gpu_lowering::buildWgmmaKernel(OpBuilder &ob, Location loc,
@@ -659,7 +734,7 @@ gpu::GPUFuncOp gpu_lowering::buildWgmmaKernel(OpBuilder &ob, Location loc,
     if (cfg.consumerRegs > 0)
       NVVM::SetMaxRegisterOp::create(b, cfg.consumerRegs,
                                      NVVM::SetMaxRegisterAction::increase);
-    buildConsumer(b, env, wg);
+    WgmmaConsumer(b, env, wg).build();
   }
   gpu::ReturnOp::create(b);
   return fn;

@@ -78,7 +78,6 @@ static LogicalResult lowerToWgmmaLaunch(RewriterBase &rewriter, AttentionOp op,
                                         const OperandBuffers &bufs,
                                         const GPUKernelOptions &options,
                                         const ChipInfo &chip) {
-  MLIRContext *ctx = op.getContext();
   Location loc = op.getLoc();
   int64_t nb = op.getNumBatchDims();
   Type elem = op.getQueryType().getElementType();
