@@ -25,14 +25,14 @@ using namespace mlir::flash;
 namespace {
 /// Shapes and index values shared by the stages of the decomposition.
 struct Decomposer {
-  RewriterBase &b;
+  OpBuilder &b;
   AttentionOp op;
   Location loc;
   int64_t nb;          // number of batch dims
   Type f32;
   SmallVector<OpFoldResult> qShape, kShape, vShape;
 
-  Decomposer(RewriterBase &b, AttentionOp op)
+  Decomposer(OpBuilder &b, AttentionOp op)
       : b(b), op(op), loc(op.getLoc()), nb(op.getNumBatchDims()),
         f32(b.getF32Type()) {
     qShape = tensor::getMixedSizes(b, loc, op.getQuery());
@@ -143,7 +143,8 @@ struct Decomposer {
 
     // s = mask(score_mod(scale * s, indices))
     int64_t sRank = nb + 2;
-    Value lq = getValueOrCreateConstantIndexOp(b, loc, lqF);
+    Value lq = getAlignmentQueryLength(
+        op, getValueOrCreateConstantIndexOp(b, loc, lqF));
     Value lk = getValueOrCreateConstantIndexOp(b, loc, lkF);
     MaskAttr mask = op.getMaskOrNone();
     float scaleValue = op.getScale().convertToFloat();
@@ -155,9 +156,14 @@ struct Decomposer {
               Value scale = arith::ConstantOp::create(
                   nested, l, nested.getF32FloatAttr(scaleValue));
               Value s = arith::MulFOp::create(nested, l, args[0], scale);
-              SmallVector<Value> idx;
-              for (int64_t dim = 0; dim < sRank; ++dim)
-                idx.push_back(linalg::IndexOp::create(nested, l, dim));
+              SmallVector<Value> local;
+              for (int64_t dim = 0; dim <= nb; ++dim)
+                local.push_back(linalg::IndexOp::create(nested, l, dim));
+              // (batch..., i) of a tile are shifted to the op it was cut
+              // from; the key column is never tiled.
+              SmallVector<Value> idx =
+                  buildAbsoluteIndices(nested, l, op, local);
+              idx.push_back(linalg::IndexOp::create(nested, l, nb + 1));
               if (op.hasScoreMod())
                 s = buildScoreMod(nested, op, s,
                                   ArrayRef<Value>(idx).take_front(nb),
@@ -292,10 +298,10 @@ struct FlashDecomposeAttentionPass
 } // namespace
 
 FailureOr<SmallVector<Value>>
-mlir::flash::decomposeAttention(RewriterBase &rewriter, AttentionOp op) {
-  OpBuilder::InsertionGuard guard(rewriter);
-  rewriter.setInsertionPoint(op);
-  return Decomposer(rewriter, op).run();
+mlir::flash::decomposeAttention(OpBuilder &builder, AttentionOp op) {
+  OpBuilder::InsertionGuard guard(builder);
+  builder.setInsertionPoint(op);
+  return Decomposer(builder, op).run();
 }
 
 void mlir::flash::populateDecomposeAttentionPatterns(

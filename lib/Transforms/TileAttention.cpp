@@ -65,10 +65,12 @@ private:
 
   SmallVector<OpFoldResult> qShape, kShape, vShape;
   Value lq, lk, group;
+  Value alignLq; // the Lq a bottom-right mask aligns to (a tile's query_len)
   OpFoldResult dF, dvF;
 
   // Per query block (valid inside the forall body).
   SmallVector<Value> qBatch, kvBatch; // batch indices of Q/out and of K/V
+  SmallVector<Value> absBatch;        // qBatch as the score_mod sees it
   Value i0, qlen, qTile;
 
   Value cIdx(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
@@ -155,6 +157,7 @@ FailureOr<SmallVector<Value>> Tiler::run() {
   vShape = tensor::getMixedSizes(b, loc, op.getValue());
   lq = getValueOrCreateConstantIndexOp(b, loc, qShape[nb]);
   lk = getValueOrCreateConstantIndexOp(b, loc, kShape[nb]);
+  alignLq = getAlignmentQueryLength(op, lq);
   dF = qShape[nb + 1];
   dvF = vShape[nb + 1];
   if (nb > 0) {
@@ -195,6 +198,10 @@ void Tiler::emitBlock(ValueRange ivs, ValueRange sharedOuts,
   kvBatch = qBatch;
   if (nb > 0)
     kvBatch[nb - 1] = arith::DivUIOp::create(b, loc, qBatch[nb - 1], group);
+  absBatch = qBatch;
+  if (op.hasOffsets())
+    for (auto [index, offset] : llvm::zip(absBatch, op.getBatchOffsets()))
+      index = arith::AddIOp::create(b, loc, index, offset);
   Value cBq = cIdx(bq), cBkv = cIdx(bkv), zero = cIdx(0);
   i0 = arith::MulIOp::create(b, loc, ivs[nb], cBq);
   qlen = arith::MinSIOp::create(
@@ -220,12 +227,17 @@ void Tiler::emitBlock(ValueRange ivs, ValueRange sharedOuts,
 
   // Key range [lo, hi) some row of the block may attend, and the edges of
   // the tiles all rows see whole. With off the diagonal offset, row i sees
-  // j <= i + off (causal, window) and j > i + off - W (window).
+  // j <= i + off (causal, window) and j > i + off - W (window); for a tile,
+  // i is the op's own row, so off includes the row offset.
   Value lo = zero, hi = lk, fullLo = zero, fullHi = lk;
   if (!mask.isNone()) {
     Value off = zero;
     if (mask.isBottomRight())
-      off = arith::SubIOp::create(b, loc, lk, lq);
+      off = arith::SubIOp::create(b, loc, lk, alignLq);
+    if (Value rowOffset = op.getRowOffset())
+      off = mask.isBottomRight()
+                ? arith::AddIOp::create(b, loc, off, rowOffset).getResult()
+                : rowOffset;
     auto clampToLk = [&](Value v) -> Value {
       return arith::MinSIOp::create(
           b, loc, arith::MaxSIOp::create(b, loc, v, zero).getResult(), lk);
@@ -371,18 +383,27 @@ OnlineState Tiler::emitKvStep(Value j0, OnlineState state, bool masked) {
               ob, l, i0, linalg::IndexOp::create(ob, l, 0).getResult());
           Value j = arith::AddIOp::create(
               ob, l, j0, linalg::IndexOp::create(ob, l, 1).getResult());
+          // A tile's mask and score_mod see the rows of the op it was cut
+          // from; padding rows are clamped to the tile's own last row first.
+          Value rowOffset = op.getRowOffset();
           if (op.hasScoreMod()) {
             Value one = arith::ConstantIndexOp::create(ob, l, 1);
             Value ic = arith::MinSIOp::create(
                 ob, l, i, arith::SubIOp::create(ob, l, lq, one).getResult());
             Value jc = arith::MinSIOp::create(
                 ob, l, j, arith::SubIOp::create(ob, l, lk, one).getResult());
-            x = buildScoreMod(ob, op, x, qBatch, ic, jc);
+            if (rowOffset)
+              ic = arith::AddIOp::create(ob, l, ic, rowOffset);
+            x = buildScoreMod(ob, op, x, absBatch, ic, jc);
           }
           if (masked) {
             Value allowed = arith::CmpIOp::create(
                 ob, l, arith::CmpIPredicate::slt, j, lk);
-            if (Value m = buildMaskPredicate(ob, l, mask, i, j, lq, lk))
+            Value iAbs =
+                rowOffset
+                    ? arith::AddIOp::create(ob, l, i, rowOffset).getResult()
+                    : i;
+            if (Value m = buildMaskPredicate(ob, l, mask, iAbs, j, alignLq, lk))
               allowed = arith::AndIOp::create(ob, l, allowed, m);
             x = arith::SelectOp::create(ob, l, allowed, x,
                                         cF32(ob, l, ninf()));

@@ -94,3 +94,33 @@ func.func @dynamic(%q: tensor<?x?x64xf32>, %k: tensor<?x?x64xf32>, %v: tensor<?x
          outs(%o : tensor<?x?x48xf32>) scale(0.125) mask(causal, bottom_right) -> tensor<?x?x48xf32>
   return %r : tensor<?x?x48xf32>
 }
+
+// -----
+
+// A tile (offsets, query_len): the score_mod and the mask see the batch and
+// row indices plus the offsets, and the bottom-right diagonal sits at
+// j = i + Lk - query_len = i - 30, not at the tile's own i + 70 - 16.
+// CHECK-LABEL: func.func @tile_offsets
+// CHECK-SAME: %[[BIAS:[^:]+]]: tensor<4x100x70xf32>, %[[B0:[^:]+]]: index, %[[I0:[^:]+]]: index
+// CHECK-DAG: %[[OFF:.+]] = arith.constant -30 : index
+// CHECK: linalg.generic
+// CHECK:   %[[B:.+]] = linalg.index 0 : index
+// CHECK:   %[[I:.+]] = linalg.index 1 : index
+// CHECK:   %[[BA:.+]] = arith.addi %[[B]], %[[B0]] : index
+// CHECK:   %[[IA:.+]] = arith.addi %[[I]], %[[I0]] : index
+// CHECK:   %[[J:.+]] = linalg.index 2 : index
+// CHECK:   tensor.extract %[[BIAS]][%[[BA]], %[[IA]], %[[J]]]
+// CHECK:   %[[DIAG:.+]] = arith.addi %[[IA]], %[[OFF]] : index
+// CHECK:   arith.cmpi sle, %[[J]], %[[DIAG]] : index
+func.func @tile_offsets(%q: tensor<2x16x64xf32>, %k: tensor<2x70x64xf32>, %v: tensor<2x70x48xf32>, %o: tensor<2x16x48xf32>, %bias: tensor<4x100x70xf32>, %b0: index, %i0: index) -> tensor<2x16x48xf32> {
+  %c100 = arith.constant 100 : index
+  %r = flash.attention ins(%q, %k, %v : tensor<2x16x64xf32>, tensor<2x70x64xf32>, tensor<2x70x48xf32>)
+         outs(%o : tensor<2x16x48xf32>) captures(%bias : tensor<4x100x70xf32>) offsets(%b0, %i0) query_len(%c100) scale(0.125) mask(causal, bottom_right)
+         score_mod {
+         ^bb0(%s: f32, %b: index, %i: index, %j: index, %bt: tensor<4x100x70xf32>):
+           %x = tensor.extract %bt[%b, %i, %j] : tensor<4x100x70xf32>
+           %y = arith.addf %s, %x : f32
+           flash.yield %y : f32
+         } -> tensor<2x16x48xf32>
+  return %r : tensor<2x16x48xf32>
+}

@@ -92,3 +92,49 @@ func.func @dynamic_bias(%q: tensor<?x?x64xf32>, %k: tensor<?x?x64xf32>, %v: tens
          } -> tensor<?x?x48xf32>
   return %o : tensor<?x?x48xf32>
 }
+
+// -----
+
+// A tile (offsets, query_len): the key range follows the absolute rows
+// (bottom-right diagonal at j = i0 + %i0 - 30, so the block's last row
+// reaches j < %i0 - 14), the score_mod reads the capture at the absolute
+// batch and row (clamped row + %i0), and the per-element mask compares with
+// the absolute row as well.
+// CHECK-LABEL: func.func @tile_offsets
+// CHECK-SAME: %[[BIAS:[^:]+]]: tensor<4x100x70xf32>, %[[B0:[^:]+]]: index, %[[I0:[^:]+]]: index
+// CHECK-DAG:     %[[CM14:.+]] = arith.constant -14 : index
+// CHECK-DAG:     %[[CM30:.+]] = arith.constant -30 : index
+// CHECK-DAG:     %[[C15:.+]] = arith.constant 15 : index
+// CHECK:         scf.forall (%[[B:.+]]) in (2)
+// CHECK:           %[[BA:.+]] = arith.addi %[[B]], %[[B0]] : index
+// CHECK:           arith.addi %[[I0]], %[[CM14]] : index
+// The whole tiles: score_mod only.
+// CHECK:           scf.for
+// CHECK:             linalg.generic
+// CHECK:               %[[IC:.+]] = arith.minsi %{{.+}}, %[[C15]] : index
+// CHECK:               %[[IA:.+]] = arith.addi %[[IC]], %[[I0]] : index
+// CHECK:               tensor.extract %[[BIAS]][%[[BA]], %[[IA]], %{{.+}}] : tensor<4x100x70xf32>
+// CHECK-NEXT:          arith.addf
+// CHECK-NEXT:          linalg.yield
+// The diagonal tiles: score_mod, then the mask.
+// CHECK:           scf.for
+// CHECK:               tensor.extract %[[BIAS]][%[[BA]], %{{.+}}, %{{.+}}] : tensor<4x100x70xf32>
+// CHECK-NEXT:          arith.addf
+// CHECK-NEXT:          arith.cmpi slt
+// CHECK-NEXT:          %[[ROW:.+]] = arith.addi %{{.+}}, %[[I0]] : index
+// CHECK-NEXT:          %[[DIAG:.+]] = arith.addi %[[ROW]], %[[CM30]] : index
+// CHECK-NEXT:          arith.cmpi sle, %{{.+}}, %[[DIAG]] : index
+// LLVM-LABEL: llvm.func @tile_offsets
+// REF-LABEL: func.func @tile_offsets
+func.func @tile_offsets(%q: tensor<2x16x64xf32>, %k: tensor<2x70x64xf32>, %v: tensor<2x70x48xf32>, %o: tensor<2x16x48xf32>, %bias: tensor<4x100x70xf32>, %b0: index, %i0: index) -> tensor<2x16x48xf32> {
+  %c100 = arith.constant 100 : index
+  %r = flash.attention ins(%q, %k, %v : tensor<2x16x64xf32>, tensor<2x70x64xf32>, tensor<2x70x48xf32>)
+         outs(%o : tensor<2x16x48xf32>) captures(%bias : tensor<4x100x70xf32>) offsets(%b0, %i0) query_len(%c100) scale(0.125) mask(causal, bottom_right)
+         score_mod {
+         ^bb0(%s: f32, %b: index, %i: index, %j: index, %bt: tensor<4x100x70xf32>):
+           %x = tensor.extract %bt[%b, %i, %j] : tensor<4x100x70xf32>
+           %y = arith.addf %s, %x : f32
+           flash.yield %y : f32
+         } -> tensor<2x16x48xf32>
+  return %r : tensor<2x16x48xf32>
+}

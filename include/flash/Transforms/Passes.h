@@ -22,8 +22,11 @@ namespace mlir::flash {
 /// Patterns rewriting flash.attention into unfused linalg.
 void populateDecomposeAttentionPatterns(RewritePatternSet &patterns);
 
-/// Rewrites one flash.attention into unfused linalg; returns the results.
-FailureOr<SmallVector<Value>> decomposeAttention(RewriterBase &rewriter,
+/// Builds the unfused linalg computation of one flash.attention before it
+/// and returns the values that replace its results (the op is left in
+/// place). flash-decompose-attention and the op's AggregatedOpInterface
+/// (decomposeOperation) both use it.
+FailureOr<SmallVector<Value>> decomposeAttention(OpBuilder &builder,
                                                  AttentionOp op);
 
 /// Rewrites one flash.attention into the online-softmax loop nest (see

@@ -74,3 +74,58 @@ func.func @keep_scaled_truncation(%q: tensor<100x64xf16>, %k: tensor<70x64xf16>,
   } -> tensor<100x48xf16>
   return %t : tensor<100x48xf16>
 }
+
+// -----
+
+// Zero offsets with the op's own Lq are no tile at all.
+// CHECK-LABEL: func.func @drop_identity_offsets
+// CHECK: flash.attention
+// CHECK-NOT: offsets
+// CHECK-SAME: scale(0.125) mask(causal, bottom_right)
+func.func @drop_identity_offsets(%q: tensor<2x16x64xf32>, %k: tensor<2x70x64xf32>, %v: tensor<2x70x32xf32>, %o: tensor<2x16x32xf32>) -> tensor<2x16x32xf32> {
+  %c0 = arith.constant 0 : index
+  %c16 = arith.constant 16 : index
+  %r = flash.attention ins(%q, %k, %v : tensor<2x16x64xf32>, tensor<2x70x64xf32>, tensor<2x70x32xf32>)
+         outs(%o : tensor<2x16x32xf32>) offsets(%c0, %c0) query_len(%c16) scale(0.125) mask(causal, bottom_right) -> tensor<2x16x32xf32>
+  return %r : tensor<2x16x32xf32>
+}
+
+// -----
+
+// The same with a dynamic Lq read off the query.
+// CHECK-LABEL: func.func @drop_identity_offsets_dynamic
+// CHECK-NOT: offsets
+// CHECK: return
+func.func @drop_identity_offsets_dynamic(%q: tensor<?x64xf32>, %k: tensor<70x64xf32>, %v: tensor<70x32xf32>, %o: tensor<?x32xf32>) -> tensor<?x32xf32> {
+  %c0 = arith.constant 0 : index
+  %n = tensor.dim %q, %c0 : tensor<?x64xf32>
+  %r = flash.attention ins(%q, %k, %v : tensor<?x64xf32>, tensor<70x64xf32>, tensor<70x32xf32>)
+         outs(%o : tensor<?x32xf32>) offsets(%c0) query_len(%n) scale(0.125) mask(causal) -> tensor<?x32xf32>
+  return %r : tensor<?x32xf32>
+}
+
+// -----
+
+// Without mask and score_mod, offsets move nothing.
+// CHECK-LABEL: func.func @drop_unused_offsets
+// CHECK: flash.attention
+// CHECK-NOT: offsets
+// CHECK-SAME: scale(0.125) -> tensor<2x16x32xf32>
+func.func @drop_unused_offsets(%q: tensor<2x16x64xf32>, %k: tensor<2x70x64xf32>, %v: tensor<2x70x32xf32>, %o: tensor<2x16x32xf32>, %b: index, %i: index) -> tensor<2x16x32xf32> {
+  %c100 = arith.constant 100 : index
+  %r = flash.attention ins(%q, %k, %v : tensor<2x16x64xf32>, tensor<2x70x64xf32>, tensor<2x70x32xf32>)
+         outs(%o : tensor<2x16x32xf32>) offsets(%b, %i) query_len(%c100) scale(0.125) -> tensor<2x16x32xf32>
+  return %r : tensor<2x16x32xf32>
+}
+
+// -----
+
+// A real tile keeps them.
+// CHECK-LABEL: func.func @keep_tile_offsets
+// CHECK: offsets(%{{.*}}, %{{.*}}) query_len(%{{.*}}) scale(0.125) mask(causal)
+func.func @keep_tile_offsets(%q: tensor<2x16x64xf32>, %k: tensor<2x70x64xf32>, %v: tensor<2x70x32xf32>, %o: tensor<2x16x32xf32>, %b: index, %i: index) -> tensor<2x16x32xf32> {
+  %c100 = arith.constant 100 : index
+  %r = flash.attention ins(%q, %k, %v : tensor<2x16x64xf32>, tensor<2x70x64xf32>, tensor<2x70x32xf32>)
+         outs(%o : tensor<2x16x32xf32>) offsets(%b, %i) query_len(%c100) scale(0.125) mask(causal) -> tensor<2x16x32xf32>
+  return %r : tensor<2x16x32xf32>
+}

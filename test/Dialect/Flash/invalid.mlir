@@ -312,3 +312,73 @@ func.func @unknown_alignment(%q: tensor<4x100x64xf32>, %k: tensor<4x70x64xf32>, 
 func.func @negative_window_attr() attributes {test.m = #flash.mask<sliding_window, -4>} {
   return
 }
+
+// -----
+
+func.func @offsets_count(%q: tensor<2x4x16x64xf32>, %k: tensor<2x4x70x64xf32>, %v: tensor<2x4x70x32xf32>, %o: tensor<2x4x16x32xf32>, %x: index, %n: index) {
+  // expected-error @+1 {{expects 3 offsets (one per batch dim, then the query row) for 'query' 'tensor<2x4x16x64xf32>', got 2}}
+  %r = flash.attention ins(%q, %k, %v : tensor<2x4x16x64xf32>, tensor<2x4x70x64xf32>, tensor<2x4x70x32xf32>) outs(%o : tensor<2x4x16x32xf32>) offsets(%x, %x) query_len(%n) scale(0.125) mask(causal) -> tensor<2x4x16x32xf32>
+  return
+}
+
+// -----
+
+func.func @offsets_negative(%q: tensor<4x16x64xf32>, %k: tensor<4x70x64xf32>, %v: tensor<4x70x32xf32>, %o: tensor<4x16x32xf32>, %x: index, %n: index) {
+  %m = arith.constant -2 : index
+  // expected-error @+1 {{offset #0 (batch dim) must be non-negative, got -2}}
+  %r = flash.attention ins(%q, %k, %v : tensor<4x16x64xf32>, tensor<4x70x64xf32>, tensor<4x70x32xf32>) outs(%o : tensor<4x16x32xf32>) offsets(%m, %x) query_len(%n) scale(0.125) mask(causal) -> tensor<4x16x32xf32>
+  return
+}
+
+// -----
+
+func.func @offsets_past_query_len(%q: tensor<4x16x64xf32>, %k: tensor<4x70x64xf32>, %v: tensor<4x70x32xf32>, %o: tensor<4x16x32xf32>, %x: index) {
+  %c90 = arith.constant 90 : index
+  %c100 = arith.constant 100 : index
+  // expected-error @+1 {{query rows [90, 106) (offset 90, Lq = 16) exceed 'query_len' = 100}}
+  %r = flash.attention ins(%q, %k, %v : tensor<4x16x64xf32>, tensor<4x70x64xf32>, tensor<4x70x32xf32>) outs(%o : tensor<4x16x32xf32>) offsets(%x, %c90) query_len(%c100) scale(0.125) mask(causal, bottom_right) -> tensor<4x16x32xf32>
+  return
+}
+
+// -----
+
+func.func @negative_query_len(%q: tensor<4x16x64xf32>, %k: tensor<4x70x64xf32>, %v: tensor<4x70x32xf32>, %o: tensor<4x16x32xf32>, %x: index) {
+  %m = arith.constant -1 : index
+  // expected-error @+1 {{'query_len' must be non-negative, got -1}}
+  %r = flash.attention ins(%q, %k, %v : tensor<4x16x64xf32>, tensor<4x70x64xf32>, tensor<4x70x32xf32>) outs(%o : tensor<4x16x32xf32>) offsets(%x, %x) query_len(%m) scale(0.125) -> tensor<4x16x32xf32>
+  return
+}
+
+// -----
+
+// The generic form can spell offsets without a query_len, and the reverse.
+func.func @offsets_without_query_len(%q: tensor<16x64xf32>, %k: tensor<70x64xf32>, %v: tensor<70x32xf32>, %o: tensor<16x32xf32>, %x: index) {
+  // expected-error @+1 {{has 'offsets' but no 'query_len', the query length of the attention it is a tile of}}
+  %r = "flash.attention"(%q, %k, %v, %o, %x) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 1, 0>, scale = 1.250000e-01 : f32}> ({}) : (tensor<16x64xf32>, tensor<70x64xf32>, tensor<70x32xf32>, tensor<16x32xf32>, index) -> tensor<16x32xf32>
+  return
+}
+
+// -----
+
+func.func @query_len_without_offsets(%q: tensor<16x64xf32>, %k: tensor<70x64xf32>, %v: tensor<70x32xf32>, %o: tensor<16x32xf32>, %n: index) {
+  // expected-error @+1 {{has a 'query_len' but no 'offsets'; a tile needs both}}
+  %r = "flash.attention"(%q, %k, %v, %o, %n) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0, 1>, scale = 1.250000e-01 : f32}> ({}) : (tensor<16x64xf32>, tensor<70x64xf32>, tensor<70x32xf32>, tensor<16x32xf32>, index) -> tensor<16x32xf32>
+  return
+}
+
+// -----
+
+func.func @offsets_not_index(%q: tensor<16x64xf32>, %k: tensor<70x64xf32>, %v: tensor<70x32xf32>, %o: tensor<16x32xf32>, %x: i64, %n: index) {
+  // expected-error @+1 {{operand #4 must be variadic of index, but got 'i64'}}
+  %r = "flash.attention"(%q, %k, %v, %o, %x, %n) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 1, 1>, scale = 1.250000e-01 : f32}> ({}) : (tensor<16x64xf32>, tensor<70x64xf32>, tensor<70x32xf32>, tensor<16x32xf32>, i64, index) -> tensor<16x32xf32>
+  return
+}
+
+// -----
+
+func.func @tile_longer_than_query_len(%q: tensor<4x16x64xf32>, %k: tensor<4x70x64xf32>, %v: tensor<4x70x32xf32>, %o: tensor<4x16x32xf32>, %x: index) {
+  %c8 = arith.constant 8 : index
+  // expected-error @+1 {{'query' has Lq = 16 rows, more than 'query_len' = 8 of the attention it is a tile of}}
+  %r = flash.attention ins(%q, %k, %v : tensor<4x16x64xf32>, tensor<4x70x64xf32>, tensor<4x70x32xf32>) outs(%o : tensor<4x16x32xf32>) offsets(%x, %x) query_len(%c8) scale(0.125) mask(causal) -> tensor<4x16x32xf32>
+  return
+}

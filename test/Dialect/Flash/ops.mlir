@@ -187,3 +187,38 @@ func.func @dynamic_lengths(%q: tensor<?x8x?x64xbf16>, %k: tensor<?x8x?x64xbf16>,
 func.func @mask_attribute() attributes {test.masks = [#flash.mask<none>, #flash.mask<causal, bottom_right>, #flash.mask<sliding_window, 128>]} {
   return
 }
+
+// -----
+
+// A tile of a larger attention: offsets per batch dim, then the query row,
+// and the query length the bottom-right mask aligns to.
+// CHECK-LABEL: func.func @tile_offsets
+// CHECK-SAME: %[[B:[a-z0-9]+]]: index, %[[H:[a-z0-9]+]]: index, %[[I:[a-z0-9]+]]: index, %[[N:[a-z0-9]+]]: index
+// CHECK: outs(%{{.*}} : tensor<1x4x16x32xbf16>) offsets(%[[B]], %[[H]], %[[I]]) query_len(%[[N]]) scale(0.125) mask(causal, bottom_right) -> tensor<1x4x16x32xbf16>
+func.func @tile_offsets(%q: tensor<1x4x16x64xbf16>, %k: tensor<1x1x200x64xbf16>, %v: tensor<1x1x200x32xbf16>, %o: tensor<1x4x16x32xbf16>,
+                        %b: index, %h: index, %i: index, %n: index) -> tensor<1x4x16x32xbf16> {
+  %r = flash.attention ins(%q, %k, %v : tensor<1x4x16x64xbf16>, tensor<1x1x200x64xbf16>, tensor<1x1x200x32xbf16>)
+         outs(%o : tensor<1x4x16x32xbf16>) offsets(%b, %h, %i) query_len(%n)
+         scale(0.125) mask(causal, bottom_right) -> tensor<1x4x16x32xbf16>
+  return %r : tensor<1x4x16x32xbf16>
+}
+
+// -----
+
+// Offsets come after the captures and before the scale.
+// CHECK-LABEL: func.func @tile_offsets_score_mod
+// CHECK: captures(%{{.*}} : tensor<100x70xf32>) offsets(%{{.*}}, %{{.*}}) query_len(%{{.*}}) scale(0.125)
+// CHECK: score_mod
+func.func @tile_offsets_score_mod(%q: tensor<1x10x64xf32>, %k: tensor<1x70x64xf32>, %v: tensor<1x70x48xf32>, %o: tensor<1x10x48xf32>,
+                                  %bias: tensor<100x70xf32>, %b: index, %i: index) -> tensor<1x10x48xf32> {
+  %c100 = arith.constant 100 : index
+  %r = flash.attention ins(%q, %k, %v : tensor<1x10x64xf32>, tensor<1x70x64xf32>, tensor<1x70x48xf32>)
+         outs(%o : tensor<1x10x48xf32>) captures(%bias : tensor<100x70xf32>) offsets(%b, %i) query_len(%c100) scale(0.125)
+         score_mod {
+         ^bb0(%s: f32, %bb: index, %ii: index, %jj: index, %bt: tensor<100x70xf32>):
+           %x = tensor.extract %bt[%ii, %jj] : tensor<100x70xf32>
+           %y = arith.addf %s, %x : f32
+           flash.yield %y : f32
+         } -> tensor<1x10x48xf32>
+  return %r : tensor<1x10x48xf32>
+}

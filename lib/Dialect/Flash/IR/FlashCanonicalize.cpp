@@ -2,6 +2,7 @@
 #include "flash/Dialect/Flash/IR/FlashOps.h"
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/PatternMatch.h"
 
 using namespace mlir;
@@ -34,6 +35,20 @@ static bool isElementwiseTruncation(Operation *user, Value value) {
   return true;
 }
 
+/// Whether `len` is the op's own query length: the static Lq, or tensor.dim
+/// of the query or output init along the query axis.
+static bool isOwnQueryLength(AttentionOp op, Value len) {
+  int64_t nb = op.getNumBatchDims();
+  int64_t lq = op.getQueryType().getDimSize(nb);
+  if (!ShapedType::isDynamic(lq))
+    return isConstantIntValue(len, lq);
+  auto dim = len.getDefiningOp<tensor::DimOp>();
+  std::optional<int64_t> index = dim ? dim.getConstantIndex() : std::nullopt;
+  return index && *index == nb &&
+         (dim.getSource() == op.getQuery() ||
+          dim.getSource() == op.getOutputInit());
+}
+
 namespace {
 /// flash.attention computes in f32 and rounds once to its output type, so an
 /// f32 result that is only rounded to bf16/f16 afterwards is the same as
@@ -63,8 +78,8 @@ struct FoldOutputTruncation : OpRewritePattern<AttentionOp> {
     inits[0] = narrowInit;
     auto fused = AttentionOp::create(
         rewriter, op.getLoc(), TypeRange(ValueRange(inits)), op.getQuery(),
-        op.getKey(), op.getValue(), inits, op.getCaptures(), op.getScaleAttr(),
-        op.getMaskAttr());
+        op.getKey(), op.getValue(), inits, op.getCaptures(), op.getOffsets(),
+        op.getQueryLen(), op.getScaleAttr(), op.getMaskAttr());
     rewriter.inlineRegionBefore(op.getScoreMod(), fused.getScoreMod(),
                                 fused.getScoreMod().end());
     rewriter.replaceOp(user, fused.getOutput());
@@ -74,9 +89,34 @@ struct FoldOutputTruncation : OpRewritePattern<AttentionOp> {
     return success();
   }
 };
+
+/// Offsets that change nothing are dropped, so that a tile that is the whole
+/// op, or a tile without mask and score_mod, is an ordinary op again (which
+/// every lowering takes): they only move the indices the mask and score_mod
+/// see, and only the bottom-right alignment reads `query_len`.
+struct DropIdentityOffsets : OpRewritePattern<AttentionOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(AttentionOp op,
+                                PatternRewriter &rewriter) const override {
+    if (!op.hasOffsets())
+      return failure();
+    bool unused = op.getMaskOrNone().isNone() && !op.hasScoreMod();
+    bool identity =
+        llvm::all_of(op.getOffsets(),
+                     [](Value v) { return isConstantIntValue(v, 0); }) &&
+        isOwnQueryLength(op, op.getQueryLen());
+    if (!unused && !identity)
+      return failure();
+    rewriter.modifyOpInPlace(op, [&] {
+      op.getOffsetsMutable().clear();
+      op.getQueryLenMutable().clear();
+    });
+    return success();
+  }
+};
 } // namespace
 
 void AttentionOp::getCanonicalizationPatterns(RewritePatternSet &results,
                                               MLIRContext *context) {
-  results.add<FoldOutputTruncation>(context);
+  results.add<DropIdentityOffsets, FoldOutputTruncation>(context);
 }

@@ -2,6 +2,7 @@
 #include "flash/Dialect/Flash/IR/FlashOps.h"
 
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/OpImplementation.h"
@@ -69,6 +70,7 @@ void AttentionOp::build(OpBuilder &builder, OperationState &state, Value query,
                         Value key, Value value, ValueRange inits,
                         ValueRange captures, float scale, MaskAttr mask) {
   build(builder, state, TypeRange(inits), query, key, value, inits, captures,
+        /*offsets=*/ValueRange(), /*query_len=*/Value(),
         builder.getF32FloatAttr(scale),
         (mask && !mask.isNone()) ? mask : MaskAttr());
   // The score_mod region exists but stays empty until a caller fills it.
@@ -105,6 +107,8 @@ static std::string dimStr(int64_t d) {
 static bool conflict(int64_t a, int64_t b) {
   return !ShapedType::isDynamic(a) && !ShapedType::isDynamic(b) && a != b;
 }
+
+static LogicalResult verifyOffsets(AttentionOp op);
 
 LogicalResult AttentionOp::verify() {
   RankedTensorType qType = getQueryType(), kType = getKeyType(),
@@ -229,6 +233,48 @@ LogicalResult AttentionOp::verify() {
     return emitOpError("has ")
            << getCaptures().size()
            << " captures but no score_mod region to read them";
+  return verifyOffsets(*this);
+}
+
+/// `offsets` and `query_len` come together, one offset per batch dim plus
+/// the query row, and a tile's rows lie inside the op it was cut from.
+static LogicalResult verifyOffsets(AttentionOp op) {
+  if (!op.hasOffsets()) {
+    if (op.getQueryLen())
+      return op.emitOpError("has a 'query_len' but no 'offsets'; a tile needs "
+                            "both");
+    return success();
+  }
+  if (!op.getQueryLen())
+    return op.emitOpError("has 'offsets' but no 'query_len', the query length "
+                          "of the attention it is a tile of");
+  int64_t nb = op.getNumBatchDims();
+  if (static_cast<int64_t>(op.getOffsets().size()) != nb + 1)
+    return op.emitOpError("expects ")
+           << nb + 1 << " offsets (one per batch dim, then the query row) for "
+           << "'query' " << op.getQueryType() << ", got "
+           << op.getOffsets().size();
+  for (auto [d, offset] : llvm::enumerate(op.getOffsets())) {
+    std::optional<int64_t> c = getConstantIntValue(offset);
+    if (c && *c < 0)
+      return op.emitOpError("offset #")
+             << d << " ("
+             << (static_cast<int64_t>(d) == nb ? "query row" : "batch dim")
+             << ") must be non-negative, got " << *c;
+  }
+  std::optional<int64_t> fullLq = getConstantIntValue(op.getQueryLen());
+  if (fullLq && *fullLq < 0)
+    return op.emitOpError("'query_len' must be non-negative, got ") << *fullLq;
+  std::optional<int64_t> row = getConstantIntValue(op.getRowOffset());
+  int64_t lq = op.getQueryType().getDimSize(nb);
+  if (fullLq && !ShapedType::isDynamic(lq) && lq > *fullLq)
+    return op.emitOpError("'query' has Lq = ")
+           << lq << " rows, more than 'query_len' = " << *fullLq
+           << " of the attention it is a tile of";
+  if (fullLq && row && !ShapedType::isDynamic(lq) && *row + lq > *fullLq)
+    return op.emitOpError("query rows [")
+           << *row << ", " << *row + lq << ") (offset " << *row
+           << ", Lq = " << lq << ") exceed 'query_len' = " << *fullLq;
   return success();
 }
 
@@ -299,4 +345,19 @@ Value mlir::flash::buildScoreMod(OpBuilder &b, AttentionOp op, Value s,
   for (Operation &inner : body.without_terminator())
     b.clone(inner, mapping);
   return mapping.lookup(body.getTerminator()->getOperand(0));
+}
+
+SmallVector<Value> mlir::flash::buildAbsoluteIndices(OpBuilder &b, Location loc,
+                                                     AttentionOp op,
+                                                     ValueRange local) {
+  SmallVector<Value> absolute(local);
+  if (!op.hasOffsets())
+    return absolute;
+  for (auto [index, offset] : llvm::zip(absolute, op.getOffsets()))
+    index = arith::AddIOp::create(b, loc, index, offset);
+  return absolute;
+}
+
+Value mlir::flash::getAlignmentQueryLength(AttentionOp op, Value lq) {
+  return op.hasOffsets() ? op.getQueryLen() : lq;
 }

@@ -44,6 +44,29 @@ def Flash_AttentionOp : Flash_Op<"attention", [
     (tensors such as a bias or a boolean mask, read with `tensor.extract`). It
     yields the new f32 score with `flash.yield`.
 
+    A tile of a larger attention carries `offsets(%b..., %i) query_len(%n)`:
+    one `index` per batch dim, then one for the query row, and the query
+    length `Lq` of the whole op. The op then computes its own rows as rows
+    `b + %b`, `i + %i` of that larger op: the score_mod's batch and query
+    indices and the mask see these absolute positions, and a `bottom_right`
+    mask aligns to `%n` instead of the op's own `Lq` (`off = Lk - %n`). The
+    key axis is never tiled, so the key column and `Lk` stay the op's own;
+    captures are whole tensors, read at the absolute indices. Grouped-query
+    heads pair up by the op's own shapes (local query head `h` reads local
+    key/value head `h / G`): tiling slices K/V to match. Tiling through
+    `TilingInterface` adds these operands whenever the op has a mask or a
+    score_mod; without either they change nothing.
+
+    ```mlir
+    // Rows [%i, %i + 16) of a 2x8x128-row causal attention, heads [%h, %h + 4)
+    // reading K/V heads [%h / 4, %h / 4 + 1).
+    %t = flash.attention ins(%qt, %kt, %vt : tensor<1x4x16x64xbf16>,
+                                 tensor<1x1x200x64xbf16>, tensor<1x1x200x32xbf16>)
+           outs(%ot : tensor<1x4x16x32xbf16>)
+           offsets(%b, %h, %i) query_len(%c128)
+           scale(0.125) mask(causal, bottom_right) -> tensor<1x4x16x32xbf16>
+    ```
+
     ```mlir
     %o = flash.attention ins(%q, %k, %v : tensor<2x8x128x64xbf16>,
                                  tensor<2x2x200x64xbf16>, tensor<2x2x200x32xbf16>)
@@ -69,6 +92,8 @@ def Flash_AttentionOp : Flash_Op<"attention", [
     AnyRankedTensor:$value,
     Variadic<AnyRankedTensor>:$inits,
     Variadic<AnyRankedTensor>:$captures,
+    Variadic<Index>:$offsets,
+    Optional<Index>:$query_len,
     F32Attr:$scale,
     OptionalAttr<Flash_MaskAttr>:$mask);
   let results = (outs Variadic<AnyRankedTensor>:$results);
@@ -78,6 +103,7 @@ def Flash_AttentionOp : Flash_Op<"attention", [
     `ins` `(` $query `,` $key `,` $value `:` type($query) `,` type($key) `,` type($value) `)`
     `outs` `(` $inits `:` type($inits) `)`
     (`captures` `(` $captures^ `:` type($captures) `)`)?
+    (`offsets` `(` $offsets^ `)` `query_len` `(` $query_len `)`)?
     `scale` `(` custom<Scale>($scale) `)`
     (`mask` `(` custom<MaskClause>($mask)^ `)`)?
     attr-dict
@@ -118,6 +144,15 @@ def Flash_AttentionOp : Flash_Op<"attention", [
     Value getOutput() { return getResults()[0]; }
     Value getLse() { return hasLse() ? getResults()[1] : Value(); }
     bool hasScoreMod() { return !getScoreMod().empty(); }
+    /// Whether the op is a tile of a larger attention (`offsets` and
+    /// `query_len` present): its mask and score_mod see absolute indices.
+    bool hasOffsets() { return !getOffsets().empty(); }
+    /// The batch offsets (one per batch dim); empty without offsets.
+    ValueRange getBatchOffsets() {
+      return hasOffsets() ? getOffsets().drop_back() : ValueRange();
+    }
+    /// The query-row offset; null without offsets.
+    Value getRowOffset() { return hasOffsets() ? getOffsets().back() : Value(); }
     /// The mask, with an absent attribute read as `none`.
     MaskAttr getMaskOrNone();
     /// Query heads per key/value head (1 unless grouped-query attention).
