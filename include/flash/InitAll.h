@@ -11,7 +11,10 @@ namespace mlir {
 class DialectRegistry;
 namespace flash {
 
-/// Adds the flash dialect (and the dialects its passes create) to `registry`.
+/// Adds the flash dialect (and the dialects its passes create) to `registry`,
+/// flash.attention's TilingInterface and AggregatedOpInterface, and the
+/// upstream transform-dialect extensions that tile and decompose it
+/// (transform.structured.tile_using_forall and friends).
 void registerFlashDialects(DialectRegistry &registry);
 
 /// Registers every flash pass and pipeline with the global pass registry.

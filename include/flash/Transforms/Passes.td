@@ -14,7 +14,9 @@ def FlashDecomposeAttentionPass : Pass<"flash-decompose-attention"> {
     contraction with V. It defines the op's meaning executably: every fused
     lowering is checked against it. It is O(L²) in memory by construction.
 
-    Grouped-query K/V are broadcast to the query's heads first.
+    Grouped-query K/V are broadcast to the query's heads first. The indices
+    the score_mod and mask see include a tile's `offsets`, and a bottom-right
+    mask aligns to its `query_len`.
 
     Before:
     ```mlir
@@ -56,6 +58,8 @@ def FlashTileAttentionPass : Pass<"flash-tile-attention"> {
     the tiles crossing a mask edge or the Lk tail evaluate the mask. A row
     that sees no finite score yields 0 and lse = -inf. Query head `h` reads
     key/value head `h / (Hq / Hkv)`. Dynamic batch, Lq, Lk (and D) work.
+    A tile of a larger op (`offsets`, `query_len`) bounds its key loop,
+    masks and calls score_mod by its absolute rows.
 
     Before:
     ```mlir
@@ -153,9 +157,11 @@ def FlashDecomposeAggregatedOpsPass : Pass<"flash-decompose-aggregated-ops"> {
   let summary = "Decompose linalg aggregate ops (linalg.softmax) into generics";
   let description = [{
     Upstream code generation has no lowering for `linalg.softmax` and other
-    ops implementing `AggregatedOpInterface`. This pass expands them into
-    the linalg ops they stand for (max, sub, exp, sum, div), so that IR that
-    was not fused, e.g. the unfused original of a benchmark, still compiles.
+    linalg ops implementing `AggregatedOpInterface`. This pass expands them
+    into the linalg ops they stand for (max, sub, exp, sum, div), so that IR
+    that was not fused, e.g. the unfused original of a benchmark, still
+    compiles. Only linalg ops are expanded: `flash.attention` implements the
+    interface too, and stays fused (flash-decompose-attention unfuses it).
   }];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
