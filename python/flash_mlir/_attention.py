@@ -254,6 +254,45 @@ def _classify(x):
     return "numpy", elt
 
 
+_fast_kernels = {}
+
+
+def _forget_kernels():
+    """Drops the kernels this process holds (the disk cache stays)."""
+    with _kernels_lock:
+        _kernels.clear()
+        _fast_kernels.clear()
+
+
+def _array_key(x):
+    shape = x.shape
+    return (type(x), str(x.dtype), tuple(shape), getattr(x, "is_cuda", False))
+
+
+def _kernel_for(q, k, v, scale, causal, window, align, return_lse, dynamic, pipeline, cache,
+                options):
+    """The kernel for these arrays and arguments, built or read from the
+    cache, with the kind of array and the element type."""
+    kinds = [_classify(x) for x in (q, k, v)]
+    if len({kd for kd, _ in kinds}) != 1 or len({e for _, e in kinds}) != 1:
+        raise TypeError("q, k and v must be the same kind of array with the same dtype, got %s"
+                        % [(kd, e) for kd, e in kinds])
+    kind, elt = kinds[0]
+    device = "cuda" if kind == "torch-cuda" else "cpu"
+    ir = attention_ir(q.shape, k.shape, v.shape, elt, scale=scale, causal=causal, window=window,
+                      align=align, lse=return_lse, dynamic=dynamic)
+    opts = format_options(options)
+    key = (ir, device, pipeline, opts, os.environ.get("FLASH_MLIR_CACHE_DIR"))
+    with _kernels_lock:
+        kernel = _kernels.get(key) if cache else None
+        if kernel is None:
+            kernel = AttentionKernel.build(ir, device, pipeline, opts, lse=return_lse,
+                                           use_cache=cache)
+            if cache:
+                _kernels[key] = kernel
+    return kernel, kind, elt
+
+
 def attention(q, k, v, *, scale=None, causal=False, window=None, align="top_left",
               return_lse=False, out=None, dynamic=False, pipeline=None, cache=True,
               **options):
@@ -276,23 +315,27 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align="top_left
     The kernel for each (shapes, dtype, scale, mask, options) is compiled
     once, cached on disk (see flash_mlir.cache.cache_dir) and in memory.
     Raises FlashError with the MLIR diagnostics if it cannot be compiled."""
-    kinds = [_classify(x) for x in (q, k, v)]
-    if len({kd for kd, _ in kinds}) != 1 or len({e for _, e in kinds}) != 1:
-        raise TypeError("q, k and v must be the same kind of array with the same dtype, got %s"
-                        % [(kd, e) for kd, e in kinds])
-    kind, elt = kinds[0]
-    device = "cuda" if kind == "torch-cuda" else "cpu"
-    ir = attention_ir(q.shape, k.shape, v.shape, elt, scale=scale, causal=causal, window=window,
-                      align=align, lse=return_lse, dynamic=dynamic)
-    opts = format_options(options)
-    key = (ir, device, pipeline, opts, os.environ.get("FLASH_MLIR_CACHE_DIR"))
-    with _kernels_lock:
-        kernel = _kernels.get(key) if cache else None
-        if kernel is None:
-            kernel = AttentionKernel.build(ir, device, pipeline, opts, lse=return_lse,
-                                           use_cache=cache)
-            if cache:
-                _kernels[key] = kernel
+    # A kernel already built is found by what determines it — the arrays'
+    # types, shapes and dtypes and the arguments — without generating and
+    # hashing its IR on every call.
+    fast = None
+    if cache:
+        try:
+            fast = (_array_key(q), _array_key(k), _array_key(v), scale, causal, window, align,
+                    return_lse, dynamic, pipeline, tuple(options.items()),
+                    os.environ.get("FLASH_MLIR_CACHE_DIR"))
+            hit = _fast_kernels.get(fast)
+        except TypeError:  # an unhashable argument: take the general path
+            fast = hit = None
+    else:
+        hit = None
+    if hit is not None:
+        kernel, kind, elt = hit
+    else:
+        kernel, kind, elt = _kernel_for(q, k, v, scale, causal, window, align, return_lse,
+                                        dynamic, pipeline, cache, options)
+        if fast is not None:
+            _fast_kernels[fast] = (kernel, kind, elt)
     if kind == "torch-cpu":
         import torch
         # NumPy has no bfloat16: bf16 tensors cross as their 16-bit patterns,

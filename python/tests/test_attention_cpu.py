@@ -114,7 +114,7 @@ def test_compiles_once_then_reuses_the_disk_cache(rng, monkeypatch, tmp_path):
     libs = [f for f in os.listdir(tmp_path) if f.endswith(".so")]
     assert len(libs) == 1
     # A new process (simulated by dropping the in-memory table) loads from disk.
-    am._kernels.clear()
+    am._forget_kernels()
     c = attention(q, k, v, scale=0.7)
     assert len(compiles) == 1
     np.testing.assert_array_equal(a, c)

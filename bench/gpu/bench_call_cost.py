@@ -1,0 +1,132 @@
+"""Kernel time and what a caller sees, through flash_mlir.attention, beside torch SDPA's
+cuDNN and FlashAttention-2 backends in the same process.
+
+For each shape, three numbers per implementation:
+  kernel  — device time of the attention kernel alone (torch.profiler, median over calls);
+  call    — CUDA events around one call, median: host overhead + launch + kernel, what a
+            caller that waits on the result sees;
+  host    — host time per call over back-to-back calls that do not wait (the Python and
+            launch cost a caller pays even when the GPU is not the bottleneck).
+
+Here (compiler, no GPU):  python3 bench/gpu/bench_call_cost.py --prebuild DIR
+There (GPU, no LLVM):     FLASH_MLIR_CACHE_DIR=DIR python3 bench/gpu/bench_call_cost.py
+"""
+import os
+import statistics
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+
+import flash_mlir  # noqa: E402
+
+# (label, B, Hq, Hkv, Lq, Lk, D, causal)
+CASES = [
+    ("B·H=64 N=2k D=64", 4, 16, 16, 2048, 2048, 64, False),
+    ("B·H=64 N=2k D=64 causal", 4, 16, 16, 2048, 2048, 64, True),
+    ("B·H=64 N=2k D=128 causal", 4, 16, 16, 2048, 2048, 128, True),
+    ("B·H=128 N=1k D=64 causal", 8, 16, 16, 1024, 1024, 64, True),
+    ("B·H=128 N=1k D=128", 8, 16, 16, 1024, 1024, 128, False),
+    ("B=1 GQA 32/8 N=4k D=128 causal", 1, 32, 8, 4096, 4096, 128, True),
+    ("N=3000 D=128 causal", 2, 16, 16, 3000, 3000, 128, True),
+    ("Lq=700 Lk=3000 D=64", 2, 16, 16, 700, 3000, 64, False),
+]
+
+
+def shapes(case):
+    _, b, hq, hkv, lq, lk, d, causal = case
+    return (b, hq, lq, d), (b, hkv, lk, d), (b, hkv, lk, d), causal
+
+
+def prebuild(cache):
+    os.environ["FLASH_MLIR_CACHE_DIR"] = cache
+    os.environ.setdefault("CUDA_HOME", "/usr/local/cuda")
+    for case in CASES:
+        qs, ks, vs, causal = shapes(case)
+        print(flash_mlir.prebuild(qs, ks, vs, "bf16", causal=causal))
+
+
+def measure(fn, calls=30):
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    # call: events around one call each.
+    times = []
+    for _ in range(calls):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        fn()
+        e.record()
+        times.append((s, e))
+    torch.cuda.synchronize()
+    call_us = statistics.median(s.elapsed_time(e) for s, e in times) * 1e3
+    # host: back-to-back calls, no waiting.
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    host_us = (time.perf_counter() - t0) / calls * 1e6
+    torch.cuda.synchronize()
+    # kernel: the longest kernel of each call (the attention kernel; the rest are
+    # small preparatory kernels of some backends).
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    durs = [e.device_time for e in prof.events()
+            if getattr(e, "device_type", None) is not None and "CUDA" in str(e.device_type)
+            and e.device_time > 0]
+    durs.sort(reverse=True)
+    kernel_us = statistics.median(durs[:calls]) if durs else float("nan")
+    return kernel_us, call_us, host_us
+
+
+def run():
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from common import device_line
+
+    print(device_line())
+    print("| shape | impl | kernel µs | TFLOP/s (kernel) | call µs | TFLOP/s (call) | host µs/call |")
+    print("|---|---|---|---|---|---|---|")
+    for case in CASES:
+        label = case[0]
+        qs, ks, vs, causal = shapes(case)
+        q = torch.randn(qs, device="cuda", dtype=torch.bfloat16)
+        k = torch.randn(ks, device="cuda", dtype=torch.bfloat16)
+        v = torch.randn(vs, device="cuda", dtype=torch.bfloat16)
+        b, hq, lq, d = qs
+        lk = ks[2]
+        pairs = lq * lk / 2 if causal else lq * lk  # causal cases are square
+        flops = 4 * b * hq * pairs * d
+        kq, kk, kv = k, k, v
+        if hq != ks[1]:  # SDPA wants the heads expanded
+            kk = k.repeat_interleave(hq // ks[1], dim=1)
+            kv = v.repeat_interleave(hq // ks[1], dim=1)
+        impls = [("ours", lambda: flash_mlir.attention(q, k, v, causal=causal))]
+        for name, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION),
+                              ("fa2", SDPBackend.FLASH_ATTENTION)):
+            def sdpa(backend=backend):
+                with sdpa_kernel([backend]):
+                    return F.scaled_dot_product_attention(q, kk, kv, is_causal=causal)
+            impls.append((name, sdpa))
+        for name, fn in impls:
+            try:
+                kern, call, host = measure(fn)
+            except RuntimeError as e:
+                print(f"| {label} | {name} | failed: {str(e).splitlines()[0][:60]} | | | | |")
+                continue
+            print(f"| {label} | {name} | {kern:.1f} | {flops / kern / 1e6:.0f} | {call:.1f} | "
+                  f"{flops / call / 1e6:.0f} | {host:.1f} |")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--prebuild":
+        prebuild(sys.argv[2])
+    elif len(sys.argv) == 1:
+        run()
+    else:
+        sys.exit(__doc__)
