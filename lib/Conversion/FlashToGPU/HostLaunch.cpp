@@ -28,6 +28,14 @@ static Value bufferOf(Value tensor) {
 }
 
 FailureOr<OperandBuffers> gpu_lowering::operandBuffers(AttentionOp op) {
+  // A tile of a larger attention (offsets from TilingInterface) needs its
+  // absolute indices in the kernels' masks and score_mod, which they do not
+  // take yet; lowering it as an untiled op would be silently wrong.
+  if (op.hasOffsets())
+    return op.emitOpError(
+        "convert-flash-to-gpu: a tile of a larger attention (offsets / "
+        "query_len) is not supported by the GPU kernels; lower the untiled "
+        "op, or tile for the CPU path");
   // Destination-passing style: every tensor is a view of a device buffer.
   auto need = [&](Value t, StringRef what) -> FailureOr<Value> {
     Value m = bufferOf(t);
