@@ -3,6 +3,8 @@ shapes and dtypes, compile it once (cached on disk and in memory) and run it:
 NumPy arrays (and CPU torch tensors) on the host, CUDA torch tensors on the GPU.
 """
 import math
+import numbers
+import operator
 import os
 import shutil
 import threading
@@ -42,13 +44,57 @@ def _dynamic(shape):
     return tuple(None if (i < n - 3 or i == n - 2) else d for i, d in enumerate(shape))
 
 
+# Python counts True as 1 and 2.7 truncates to 2 under int(): both would
+# compile a kernel the caller did not ask for, so arguments are checked by
+# kind before they are used.
+def _check_dim(name, d):
+    if isinstance(d, bool):
+        raise TypeError("%s must hold integer sizes, got %r" % (name, d))
+    try:
+        d = operator.index(d)
+    except TypeError:
+        raise TypeError("%s must hold integer sizes, got %r" % (name, d)) from None
+    if d < 0:
+        raise ValueError("%s must hold sizes >= 0, got %r" % (name, d))
+    return d
+
+
+def _check_scale(scale):
+    if scale is None:
+        return None
+    if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
+        raise TypeError("scale must be a real number, got %r" % (scale,))
+    scale = float(scale)
+    if not math.isfinite(scale):
+        raise ValueError("scale must be finite, got %r" % scale)
+    return scale
+
+
+_MAX_WINDOW = 1 << 62  # the op's bound: longer than any sequence
+
+
+def _check_window(window):
+    if window is None:
+        return None
+    if isinstance(window, bool):
+        raise TypeError("window must be an integer number of keys, got %r" % (window,))
+    try:
+        w = operator.index(window)
+    except TypeError:
+        raise TypeError("window must be an integer number of keys, got %r"
+                        % (window,)) from None
+    if not 0 < w < _MAX_WINDOW:
+        raise ValueError("window must be a positive number of keys below 2**62, got %r"
+                         % (window,))
+    return w
+
+
 def _mask_clause(causal, window, align):
     if align not in ("top_left", "bottom_right"):
         raise ValueError("align must be 'top_left' or 'bottom_right', got %r" % (align,))
+    window = _check_window(window)
     if window is not None:
-        if int(window) <= 0:
-            raise ValueError("window must be a positive number of keys, got %r" % (window,))
-        return " mask(sliding_window, %d, %s)" % (int(window), align)
+        return " mask(sliding_window, %d, %s)" % (window, align)
     if causal:
         return " mask(causal, %s)" % align
     return ""
@@ -66,14 +112,14 @@ def attention_ir(q_shape, k_shape, v_shape, dtype="f32", *, scale=None, causal=F
     implies the causal bound; align places the diagonal when Lq != Lk.
     dynamic: Lq, Lk and the batch dims before the heads are `?`, so one
     compiled kernel serves every length (the memref descriptors carry them)."""
-    q_shape, k_shape, v_shape = (tuple(int(d) for d in s) for s in (q_shape, k_shape, v_shape))
+    q_shape, k_shape, v_shape = (tuple(_check_dim(n, d) for d in s) for n, s in
+                                 (("q_shape", q_shape), ("k_shape", k_shape),
+                                  ("v_shape", v_shape)))
     if len(q_shape) < 2:
         raise ValueError("q must have shape [batch..., Lq, D], got %s" % (q_shape,))
+    scale = _check_scale(scale)
     if scale is None:
-        scale = 1.0 / math.sqrt(q_shape[-1])
-    scale = float(scale)
-    if not math.isfinite(scale):
-        raise ValueError("scale must be finite, got %r" % scale)
+        scale = 1.0 / math.sqrt(q_shape[-1]) if q_shape[-1] else 1.0
     o_shape = q_shape[:-1] + v_shape[-1:]
     l_shape = q_shape[:-1]
     if dynamic:
@@ -318,6 +364,9 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align="top_left
     # A kernel already built is found by what determines it — the arrays'
     # types, shapes and dtypes and the arguments — without generating and
     # hashing its IR on every call.
+    # Before the kernel lookup: True == 1 and 2.0 == 2 as dictionary keys.
+    _check_scale(scale)
+    _check_window(window)
     fast = None
     if cache:
         try:

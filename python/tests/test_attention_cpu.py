@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import flash_mlir
-from flash_mlir import FlashError, attention
+from flash_mlir import FlashError, attention, attention_ir, prebuild
 from reference import attention_ref
 
 F32_TOL = 1e-5
@@ -141,6 +141,48 @@ def test_argument_errors(rng):
         attention(q, q, q, causal=True, align="middle")
     with pytest.raises(FlashError, match="no such option"):
         attention(q, q, q, no_such_option=3)
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    ({"window": 2.7}, TypeError, "window must be an integer"),
+    ({"window": 2.0}, TypeError, "window must be an integer"),
+    ({"window": True}, TypeError, "window must be an integer"),
+    ({"window": "3"}, TypeError, "window must be an integer"),
+    ({"window": 0}, ValueError, "window must be a positive"),
+    ({"window": 1 << 62}, ValueError, "window must be a positive"),
+    ({"scale": True}, TypeError, "scale must be a real number"),
+    ({"scale": "0.5"}, TypeError, "scale must be a real number"),
+    ({"scale": float("nan")}, ValueError, "scale must be finite"),
+    ({"scale": float("-inf")}, ValueError, "scale must be finite"),
+])
+def test_argument_kinds(rng, kwargs, error, match):
+    q = rand(rng, (4, 8))
+    # A first call with the value they would alias (1, 2) fills the kernel
+    # cache that a bad argument must not reach.
+    attention(q, q, q, window=2, scale=1)
+    with pytest.raises(error, match=match):
+        attention(q, q, q, **kwargs)
+    with pytest.raises(error, match=match):
+        attention_ir((4, 8), (4, 8), (4, 8), **kwargs)
+    with pytest.raises(error, match=match):
+        prebuild((4, 8), (4, 8), (4, 8), "f32", device="cpu", **kwargs)
+
+
+def test_shape_arguments_are_integers():
+    with pytest.raises(TypeError, match="q_shape must hold integer sizes"):
+        attention_ir((4, 8.5), (4, 8), (4, 8))
+    with pytest.raises(TypeError, match="k_shape must hold integer sizes"):
+        attention_ir((4, 8), (True, 8), (4, 8))
+    with pytest.raises(ValueError, match="v_shape must hold sizes >= 0"):
+        attention_ir((4, 8), (4, 8), (4, -8))
+    # NumPy integers are integers.
+    assert "tensor<4x8xf32>" in attention_ir((np.int64(4), 8), (4, 8), (4, 8))
+
+
+def test_scale_window_kinds_accepted():
+    ir = attention_ir((4, 8), (4, 8), (4, 8), scale=np.float32(-0.5), window=np.int32(3))
+    assert "scale(-5.000000000e-01)" in ir and "mask(sliding_window, 3, top_left)" in ir
+    assert "scale(0.000000000e+00)" in attention_ir((4, 8), (4, 8), (4, 8), scale=0)
 
 
 def test_torch_cpu_tensors(rng):
