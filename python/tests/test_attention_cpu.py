@@ -168,6 +168,15 @@ def test_argument_kinds(rng, kwargs, error, match):
         prebuild((4, 8), (4, 8), (4, 8), "f32", device="cpu", **kwargs)
 
 
+@pytest.mark.parametrize("scale", [-0.5, -0.0, 1e-30])
+def test_negative_and_extreme_scales_compile_and_run(rng, scale):
+    # The IR carries scale(-5.000000000e-01): it must read back.
+    q, k, v = rand(rng, (2, 9, 8)), rand(rng, (2, 11, 8)), rand(rng, (2, 11, 4))
+    out = attention(q, k, v, scale=scale, causal=True)
+    want, _ = attention_ref(q, k, v, scale=scale, causal=True)
+    assert rel_err(out, want) <= F32_TOL
+
+
 def test_shape_arguments_are_integers():
     with pytest.raises(TypeError, match="q_shape must hold integer sizes"):
         attention_ir((4, 8.5), (4, 8), (4, 8))

@@ -169,8 +169,152 @@ func.func @result_type(%q: tensor<4x100x64xf32>, %k: tensor<4x70x64xf32>, %v: te
 // -----
 
 func.func @scale_inf(%q: tensor<4x100x64xf32>, %k: tensor<4x70x64xf32>, %v: tensor<4x70x32xf32>, %o: tensor<4x100x32xf32>) {
-  // expected-error @+1 {{'scale' must be finite, got INF}}
+  // expected-error @+1 {{'scale' must be a finite f32, got +Inf (1.0e39 is beyond the f32 range)}}
   %r = flash.attention ins(%q, %k, %v : tensor<4x100x64xf32>, tensor<4x70x64xf32>, tensor<4x70x32xf32>) outs(%o : tensor<4x100x32xf32>) scale(1.0e39) -> tensor<4x100x32xf32>
+  return
+}
+
+// -----
+
+func.func @scale_minus_huge(%q: tensor<4x8xf32>, %k: tensor<4x8xf32>, %v: tensor<4x8xf32>, %o: tensor<4x8xf32>) {
+  // expected-error @+1 {{'scale' must be a finite f32, got -Inf (-1e39 is beyond the f32 range)}}
+  %r = flash.attention ins(%q, %k, %v : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) outs(%o : tensor<4x8xf32>) scale(-1e39) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @scale_nan_bits(%q: tensor<4x8xf32>, %k: tensor<4x8xf32>, %v: tensor<4x8xf32>, %o: tensor<4x8xf32>) {
+  // expected-error @+1 {{'scale' must be a finite f32, got NaN}}
+  %r = flash.attention ins(%q, %k, %v : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) outs(%o : tensor<4x8xf32>) scale(0x7FC00000) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @scale_inf_bits(%q: tensor<4x8xf32>, %k: tensor<4x8xf32>, %v: tensor<4x8xf32>, %o: tensor<4x8xf32>) {
+  // expected-error @+1 {{'scale' must be a finite f32, got +Inf}}
+  %r = flash.attention ins(%q, %k, %v : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) outs(%o : tensor<4x8xf32>) scale(0x7F800000) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @scale_minus_inf_bits(%q: tensor<4x8xf32>, %k: tensor<4x8xf32>, %v: tensor<4x8xf32>, %o: tensor<4x8xf32>) {
+  // expected-error @+1 {{'scale' must be a finite f32, got -Inf}}
+  %r = flash.attention ins(%q, %k, %v : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) outs(%o : tensor<4x8xf32>) scale(0xFF800000) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @scale_wide_hex(%q: tensor<4x8xf32>, %k: tensor<4x8xf32>, %v: tensor<4x8xf32>, %o: tensor<4x8xf32>) {
+  // expected-error @+1 {{hex 'scale' 0x1FFFFFFFF is wider than an f32 bit pattern}}
+  %r = flash.attention ins(%q, %k, %v : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) outs(%o : tensor<4x8xf32>) scale(0x1FFFFFFFF) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @scale_negative_hex(%q: tensor<4x8xf32>, %k: tensor<4x8xf32>, %v: tensor<4x8xf32>, %o: tensor<4x8xf32>) {
+  // expected-error @+1 {{a hex f32 bit pattern for 'scale' takes no minus sign}}
+  %r = flash.attention ins(%q, %k, %v : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) outs(%o : tensor<4x8xf32>) scale(-0x3E000000) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @scale_bool(%q: tensor<4x8xf32>, %k: tensor<4x8xf32>, %v: tensor<4x8xf32>, %o: tensor<4x8xf32>) {
+  // expected-error @+1 {{expected a number for 'scale'}}
+  %r = flash.attention ins(%q, %k, %v : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) outs(%o : tensor<4x8xf32>) scale(true) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @scale_bad_exponent(%q: tensor<4x8xf32>, %k: tensor<4x8xf32>, %v: tensor<4x8xf32>, %o: tensor<4x8xf32>) {
+  // expected-error @+1 {{expected a number for 'scale', got '1x3'}}
+  %r = flash.attention ins(%q, %k, %v : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) outs(%o : tensor<4x8xf32>) scale(1x3) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @scale_missing_exponent(%q: tensor<4x8xf32>, %k: tensor<4x8xf32>, %v: tensor<4x8xf32>, %o: tensor<4x8xf32>) {
+  // expected-error @+1 {{expected an exponent after '1e'}}
+  %r = flash.attention ins(%q, %k, %v : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) outs(%o : tensor<4x8xf32>) scale(1e) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @scale_inf_word(%q: tensor<4x8xf32>, %k: tensor<4x8xf32>, %v: tensor<4x8xf32>, %o: tensor<4x8xf32>) {
+  // expected-error @+1 {{expected floating point literal}}
+  %r = flash.attention ins(%q, %k, %v : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) outs(%o : tensor<4x8xf32>) scale(inf) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @scale_nan_word(%q: tensor<4x8xf32>, %k: tensor<4x8xf32>, %v: tensor<4x8xf32>, %o: tensor<4x8xf32>) {
+  // expected-error @+1 {{expected floating point literal}}
+  %r = flash.attention ins(%q, %k, %v : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) outs(%o : tensor<4x8xf32>) scale(nan) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @zero_query_head_dim(%q: tensor<4x0xf32>, %k: tensor<4x0xf32>, %v: tensor<4x8xf32>, %o: tensor<4x8xf32>) {
+  // expected-error @+1 {{'query' head dim D must be at least 1, got 0 ('tensor<4x0xf32>')}}
+  %r = flash.attention ins(%q, %k, %v : tensor<4x0xf32>, tensor<4x0xf32>, tensor<4x8xf32>) outs(%o : tensor<4x8xf32>) scale(1.0) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @zero_value_head_dim(%q: tensor<4x8xf32>, %k: tensor<4x8xf32>, %v: tensor<4x0xf32>, %o: tensor<4x0xf32>) {
+  // expected-error @+1 {{'value' head dim Dv must be at least 1, got 0 ('tensor<4x0xf32>')}}
+  %r = flash.attention ins(%q, %k, %v : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x0xf32>) outs(%o : tensor<4x0xf32>) scale(1.0) -> tensor<4x0xf32>
+  return
+}
+
+// -----
+
+func.func @zero_output_head_dim(%q: tensor<4x8xf32>, %k: tensor<4x8xf32>, %v: tensor<4x?xf32>, %o: tensor<4x0xf32>) {
+  // expected-error @+1 {{output init head dim Dv must be at least 1, got 0 ('tensor<4x0xf32>')}}
+  %r = flash.attention ins(%q, %k, %v : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x?xf32>) outs(%o : tensor<4x0xf32>) scale(1.0) -> tensor<4x0xf32>
+  return
+}
+
+// -----
+
+func.func @zero_key_head_dim(%q: tensor<2x4x?xf32>, %k: tensor<2x4x0xf32>, %v: tensor<2x4x8xf32>, %o: tensor<2x4x8xf32>) {
+  // expected-error @+1 {{'key' head dim D must be at least 1, got 0 ('tensor<2x4x0xf32>')}}
+  %r = flash.attention ins(%q, %k, %v : tensor<2x4x?xf32>, tensor<2x4x0xf32>, tensor<2x4x8xf32>) outs(%o : tensor<2x4x8xf32>) scale(1.0) -> tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @window_beyond_any_length(%q: tensor<4x8xf32>, %k: tensor<4x8xf32>, %v: tensor<4x8xf32>, %o: tensor<4x8xf32>) {
+  // expected-error @+1 {{sliding_window mask window must be below 2^62 keys, longer than any sequence, got 4611686018427387904 (a window that covers every key is a causal mask)}}
+  %r = flash.attention ins(%q, %k, %v : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) outs(%o : tensor<4x8xf32>) scale(1.0) mask(sliding_window, 4611686018427387904) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @window_int64_max(%q: tensor<4x8xf32>, %k: tensor<4x8xf32>, %v: tensor<4x8xf32>, %o: tensor<4x8xf32>) {
+  // expected-error @+1 {{sliding_window mask window must be below 2^62 keys, longer than any sequence, got 9223372036854775807}}
+  %r = flash.attention ins(%q, %k, %v : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) outs(%o : tensor<4x8xf32>) scale(1.0) mask(sliding_window, 9223372036854775807, bottom_right) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @window_beyond_int64(%q: tensor<4x8xf32>, %k: tensor<4x8xf32>, %v: tensor<4x8xf32>, %o: tensor<4x8xf32>) {
+  // expected-error @+1 {{integer value too large}}
+  %r = flash.attention ins(%q, %k, %v : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) outs(%o : tensor<4x8xf32>) scale(1.0) mask(sliding_window, 9223372036854775808) -> tensor<4x8xf32>
   return
 }
 

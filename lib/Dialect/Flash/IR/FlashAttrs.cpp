@@ -89,6 +89,8 @@ void MaskAttr::print(AsmPrinter &printer) const {
   printer << ">";
 }
 
+static constexpr int64_t kMaxWindow = int64_t(1) << 62;
+
 LogicalResult MaskAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                MaskKind kind, int64_t window,
                                MaskAlignment alignment) {
@@ -96,6 +98,14 @@ LogicalResult MaskAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "sliding_window mask needs a window of at least 1 "
                           "key, got "
                        << window;
+  // No tensor dim reaches 2^62 (it would hold more than 2^63 bytes), and
+  // below that bound every lowering's window edge, i + off - W + 1 and
+  // j + W, stays inside int64.
+  if (kind == MaskKind::SlidingWindow && window >= kMaxWindow)
+    return emitError() << "sliding_window mask window must be below 2^62 "
+                          "keys, longer than any sequence, got "
+                       << window << " (a window that covers every key is a "
+                                    "causal mask)";
   if (kind != MaskKind::SlidingWindow && window != 0)
     return emitError() << "only a sliding_window mask takes a window, got "
                        << window << " on a " << stringifyMaskKind(kind)

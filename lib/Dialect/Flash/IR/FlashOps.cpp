@@ -6,6 +6,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/OpImplementation.h"
+#include "llvm/Support/Error.h"
 
 #include <cmath>
 
@@ -21,28 +22,131 @@ void printMaskBody(AsmPrinter &printer, MaskAttr mask);
 // Custom directives
 //===----------------------------------------------------------------------===//
 
+/// The characters of the number token(s) that the parser consumed between
+/// `begin` and `end` (the start of the next token): only what the lexer has
+/// already read, so the buffer need not be NUL-terminated.
+static StringRef spelledNumber(SMLoc begin, SMLoc end) {
+  StringRef text(begin.getPointer(), end.getPointer() - begin.getPointer());
+  return text.take_while([](char c) {
+    return llvm::isAlnum(c) || c == '.' || c == '+' || c == '-';
+  });
+}
+
+/// Rounds a decimal spelling once, to nearest f32.
+static bool readF32(StringRef text, APFloat &value) {
+  llvm::Expected<APFloat::opStatus> status =
+      value.convertFromString(text, APFloat::rmNearestTiesToEven);
+  if (status)
+    return true;
+  llvm::consumeError(status.takeError());
+  return false;
+}
+
 /// `scale(0.125)`: the attribute is always f32, so its type is not spelled.
+/// Accepted: an optional minus, then a float literal (0.125, 1.0e30), a
+/// decimal integer with an optional exponent (2, 1e30, 1e-3, as C and Python
+/// print them), or a hex bit pattern of the f32 (0x3E000000). The decimal is
+/// rounded once, straight to f32: through double it would round twice.
 static ParseResult parseScale(OpAsmParser &parser, FloatAttr &scale) {
-  double value;
-  int64_t integer;
+  SMLoc loc = parser.getCurrentLocation();
+  bool negative = succeeded(parser.parseOptionalMinus());
+  SMLoc numberLoc = parser.getCurrentLocation();
+  APFloat value(APFloat::IEEEsingle());
+  APInt integer;
   OptionalParseResult isInteger = parser.parseOptionalInteger(integer);
   if (isInteger.has_value()) {
     if (failed(*isInteger))
       return failure();
-    value = static_cast<double>(integer);
-  } else if (parser.parseFloat(value)) {
-    return failure();
+    StringRef digits =
+        spelledNumber(numberLoc, parser.getCurrentLocation());
+    if (digits.starts_with_insensitive("0x")) {
+      if (negative)
+        return parser.emitError(numberLoc, "a hex f32 bit pattern for "
+                                           "'scale' takes no minus sign");
+      if (integer.getActiveBits() > 32)
+        return parser.emitError(numberLoc, "hex 'scale' ")
+               << digits << " is wider than an f32 bit pattern";
+      value = APFloat(APFloat::IEEEsingle(), integer.zextOrTrunc(32));
+    } else {
+      if (digits.empty() || !llvm::isDigit(digits.front()))
+        return parser.emitError(numberLoc, "expected a number for 'scale'");
+      // MLIR's lexer splits `1e30` into the integer 1 and the identifier
+      // `e30` (`1e-3` into 1, `e`, -3): put the exponent back together.
+      std::string text = digits.str();
+      StringRef exponent;
+      auto adjacent = [&](const char *end) {
+        return parser.getCurrentLocation().getPointer() == end;
+      };
+      if (adjacent(digits.end()) &&
+          succeeded(parser.parseOptionalKeyword(&exponent))) {
+        bool digitsFollow = exponent.size() > 1 &&
+                            llvm::all_of(exponent.drop_front(), llvm::isDigit);
+        if (!(exponent.starts_with("e") || exponent.starts_with("E")) ||
+            (exponent.size() > 1 && !digitsFollow))
+          return parser.emitError(numberLoc, "expected a number for 'scale', "
+                                             "got '")
+                 << digits << exponent << "'";
+        text += exponent.str();
+        if (exponent.size() == 1) {
+          if (!adjacent(exponent.end()))
+            return parser.emitError(numberLoc, "expected an exponent after '")
+                   << digits << exponent << "'";
+          if (succeeded(parser.parseOptionalMinus()))
+            text += "-";
+          else if (failed(parser.parseOptionalPlus()))
+            return parser.emitError(numberLoc, "expected an exponent after '")
+                   << digits << exponent << "'";
+          if (!adjacent(exponent.end() + 1))
+            return parser.emitError(numberLoc, "expected an exponent after '")
+                   << digits << exponent << "'";
+          uint64_t power;
+          SMLoc powerLoc = parser.getCurrentLocation();
+          if (parser.parseInteger(power))
+            return failure();
+          text += spelledNumber(powerLoc, parser.getCurrentLocation()).str();
+        }
+      }
+      if (!readF32(text, value))
+        return parser.emitError(numberLoc, "cannot read 'scale' ") << text;
+    }
+  } else {
+    double ignored;
+    if (parser.parseFloat(ignored))
+      return failure();
+    StringRef text = spelledNumber(numberLoc, parser.getCurrentLocation());
+    if (!readF32(text, value))
+      return parser.emitError(numberLoc, "cannot read 'scale' ") << text;
   }
-  scale = parser.getBuilder().getF32FloatAttr(static_cast<float>(value));
+  if (negative)
+    value.changeSign();
+  if (!value.isFinite()) {
+    SmallString<16> text;
+    value.toString(text);
+    InFlightDiagnostic diag =
+        parser.emitError(loc, "'scale' must be a finite f32, got ");
+    diag << text;
+    StringRef spelled = spelledNumber(numberLoc, parser.getCurrentLocation());
+    if (!spelled.starts_with_insensitive("0x"))
+      diag << " (" << (negative ? "-" : "") << spelled
+           << " is beyond the f32 range)";
+    return diag;
+  }
+  scale = parser.getBuilder().getF32FloatAttr(value.convertToFloat());
   return success();
 }
 
 static void printScale(OpAsmPrinter &printer, Operation *, FloatAttr scale) {
-  // The shortest decimal that reads back to the same f32, e.g. 0.125.
+  // The shortest decimal that reads back to the same f32 (0.125, -0.0,
+  // 1.0E+30). MLIR's lexer reads a float only with a '.', so one goes in
+  // before any exponent: "1E+30" alone would read as the integer 1.
   SmallString<16> text;
   scale.getValue().toString(text);
-  if (text.find_first_of(".eEnN") == StringRef::npos)
-    text += ".0";
+  if (text.find('.') == StringRef::npos) {
+    size_t exponent = text.find_first_of("eE");
+    text.insert(exponent == StringRef::npos ? text.end()
+                                            : text.begin() + exponent,
+                {'.', '0'});
+  }
   printer << text;
 }
 
@@ -155,6 +259,20 @@ LogicalResult AttentionOp::verify() {
   int64_t nb = rank - 2;
   ArrayRef<int64_t> q = qType.getShape(), k = kType.getShape(),
                     v = vType.getShape(), o = oType.getShape();
+  // Every lowering divides by, tiles or slices along D and Dv; an empty head
+  // dim has no meaning for attention and is refused here, not deep inside a
+  // pass.
+  for (auto [name, dimName, type] :
+       {std::make_tuple("'query'", "D", qType),
+        std::make_tuple("'key'", "D", kType),
+        std::make_tuple("'value'", "Dv", vType),
+        std::make_tuple("output init", "Dv", oType)}) {
+    int64_t size = type.getDimSize(nb + 1);
+    if (!ShapedType::isDynamic(size) && size < 1)
+      return emitOpError()
+             << name << " head dim " << dimName << " must be at least 1, got "
+             << size << " (" << type << ")";
+  }
   if (conflict(q[nb + 1], k[nb + 1]))
     return emitOpError("'key' head dim D = ")
            << k[nb + 1] << " does not match 'query' head dim D = " << q[nb + 1]
