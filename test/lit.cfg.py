@@ -1,6 +1,7 @@
 # -*- Python -*-
 import os
 import shutil
+import subprocess
 
 import lit.formats
 from lit.llvm import llvm_config
@@ -44,3 +45,9 @@ if os.path.exists(os.path.join(cuda_home, "bin", "ptxas")):
     config.available_features.add("ptxas")
 if shutil.which("nvidia-smi") and os.system("nvidia-smi -L >/dev/null 2>&1") == 0:
     config.available_features.add("cuda-gpu")
+
+# Gradient tests take their float64 reference from torch's autograd
+# (Debian's python3-torch, installed by scripts/setup.sh).
+if subprocess.run([config.python_executable, "-c", "import torch"],
+                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0:
+    config.available_features.add("torch")

@@ -35,6 +35,8 @@ void mlir::flash::buildFlashCPUPipeline(
     tile.blockQ = options.blockQ;
     tile.blockKv = options.blockKv;
     pm.addPass(createFlashTileAttentionPass(tile));
+    // Gradients have no tiled lowering yet: their reference decomposition.
+    pm.addPass(createFlashDecomposeAttentionPass());
   }
   pm.addPass(createFlashDecomposeAggregatedOpsPass());
   addTextual(pm, "canonicalize,cse");

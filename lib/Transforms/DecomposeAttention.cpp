@@ -8,6 +8,7 @@
 #include "flash/Transforms/Passes.h"
 
 #include "AttentionMath.h"
+#include "LinalgBuilder.h"
 
 #include "mlir/Dialect/Arith/Utils/Utils.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -24,87 +25,21 @@ using namespace mlir::flash;
 
 namespace {
 /// Shapes and index values shared by the stages of the decomposition.
-struct Decomposer {
-  OpBuilder &b;
+struct Decomposer : LinalgBuilder {
   AttentionOp op;
-  Location loc;
-  int64_t nb;          // number of batch dims
-  Type f32;
+  int64_t nb; // number of batch dims
   SmallVector<OpFoldResult> qShape, kShape, vShape;
 
   Decomposer(OpBuilder &b, AttentionOp op)
-      : b(b), op(op), loc(op.getLoc()), nb(op.getNumBatchDims()),
-        f32(b.getF32Type()) {
+      : LinalgBuilder(b, op.getLoc()), op(op), nb(op.getNumBatchDims()) {
     qShape = tensor::getMixedSizes(b, loc, op.getQuery());
     kShape = tensor::getMixedSizes(b, loc, op.getKey());
     vShape = tensor::getMixedSizes(b, loc, op.getValue());
   }
 
-  SmallVector<utils::IteratorType> iterators(int64_t parallel,
-                                             int64_t reduction = 0) {
-    SmallVector<utils::IteratorType> its(parallel,
-                                         utils::IteratorType::parallel);
-    its.append(reduction, utils::IteratorType::reduction);
-    return its;
-  }
-
-  /// Affine map over `numDims` loops selecting dims `dims`.
-  AffineMap map(int64_t numDims, ArrayRef<int64_t> dims) {
-    SmallVector<AffineExpr> exprs;
-    for (int64_t d : dims)
-      exprs.push_back(b.getAffineDimExpr(d));
-    return AffineMap::get(numDims, 0, exprs, b.getContext());
-  }
-
-  SmallVector<int64_t> range(int64_t begin, int64_t end) {
-    SmallVector<int64_t> r;
-    for (int64_t i = begin; i < end; ++i)
-      r.push_back(i);
-    return r;
-  }
-
-  Value filled(ArrayRef<OpFoldResult> shape, double value) {
-    Value empty = tensor::EmptyOp::create(b, loc, shape, f32);
-    Value cst = arith::ConstantOp::create(b, loc, b.getFloatAttr(f32, value));
-    return linalg::FillOp::create(b, loc, cst, empty).getResult(0);
-  }
-
-  Value toF32(OpBuilder &nested, Location l, Value x) {
-    if (x.getType() == f32)
-      return x;
-    return arith::ExtFOp::create(nested, l, f32, x);
-  }
-
-  /// K or V with its head dim repeated to the query's head count: query head
-  /// h reads head h / G, G = Hq / Hkv (read at run time for dynamic heads).
   Value broadcastHeads(Value kv, ArrayRef<OpFoldResult> kvShape) {
-    if (nb == 0)
-      return kv;
-    auto kvType = cast<RankedTensorType>(kv.getType());
-    int64_t hq = op.getQueryType().getDimSize(nb - 1);
-    int64_t hkv = kvType.getDimSize(nb - 1);
-    if (!ShapedType::isDynamic(hq) && hq == hkv)
-      return kv;
-    SmallVector<OpFoldResult> shape(kvShape);
-    shape[nb - 1] = qShape[nb - 1];
-    Value hqV = getValueOrCreateConstantIndexOp(b, loc, qShape[nb - 1]);
-    Value hkvV = getValueOrCreateConstantIndexOp(b, loc, kvShape[nb - 1]);
-    Value group = arith::DivUIOp::create(b, loc, hqV, hkvV);
-    Value empty =
-        tensor::EmptyOp::create(b, loc, shape, kvType.getElementType());
-    int64_t rank = kvType.getRank();
-    auto generic = linalg::GenericOp::create(
-        b, loc, empty.getType(), ValueRange{}, ValueRange{empty},
-        ArrayRef<AffineMap>{map(rank, range(0, rank))}, iterators(rank),
-        [&](OpBuilder &nested, Location l, ValueRange) {
-          SmallVector<Value> idx;
-          for (int64_t d = 0; d < rank; ++d)
-            idx.push_back(linalg::IndexOp::create(nested, l, d));
-          idx[nb - 1] = arith::DivUIOp::create(nested, l, idx[nb - 1], group);
-          Value x = tensor::ExtractOp::create(nested, l, kv, idx);
-          linalg::YieldOp::create(nested, l, x);
-        });
-    return generic.getResult(0);
+    return LinalgBuilder::broadcastHeads(kv, kvShape, nb,
+                                         nb ? qShape[nb - 1] : OpFoldResult());
   }
 
   FailureOr<SmallVector<Value>> run() {
@@ -291,6 +226,7 @@ struct FlashDecomposeAttentionPass
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     populateDecomposeAttentionPatterns(patterns);
+    populateDecomposeAttentionGradPatterns(patterns);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
   }

@@ -29,6 +29,14 @@ void populateDecomposeAttentionPatterns(RewritePatternSet &patterns);
 FailureOr<SmallVector<Value>> decomposeAttention(OpBuilder &builder,
                                                  AttentionOp op);
 
+/// Patterns rewriting flash.attention_grad into unfused linalg.
+void populateDecomposeAttentionGradPatterns(RewritePatternSet &patterns);
+
+/// Rewrites one flash.attention_grad into unfused linalg (the reference
+/// gradient, recomputing P from the LSE); returns the results.
+FailureOr<SmallVector<Value>> decomposeAttentionGrad(OpBuilder &builder,
+                                                     AttentionGradOp op);
+
 /// Rewrites one flash.attention into the online-softmax loop nest (see
 /// flash-tile-attention); returns the results.
 FailureOr<SmallVector<Value>> tileAttention(RewriterBase &rewriter,

@@ -18,6 +18,11 @@ def FlashDecomposeAttentionPass : Pass<"flash-decompose-attention"> {
     the score_mod and mask see include a tile's `offsets`, and a bottom-right
     mask aligns to its `query_len`.
 
+    `flash.attention_grad` is decomposed the same way: the scores and P are
+    recomputed from the saved log-sum-exp, then dV = Pᵀ dO, dP = dO Vᵀ,
+    dS = P (dP - rowsum(dO ∘ O)), the score_mod's derivative, dQ, dK and the
+    capture gradients as contractions and reductions over the score matrix.
+
     Before:
     ```mlir
     %o = flash.attention ins(%q, %k, %v : tensor<4x100x64xf32>,

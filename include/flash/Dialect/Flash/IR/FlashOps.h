@@ -46,6 +46,47 @@ Value getAlignmentQueryLength(AttentionOp op, Value lq);
 /// Returns the modified score. `op` must have a score_mod region.
 Value buildScoreMod(OpBuilder &b, AttentionOp op, Value s, ValueRange batch,
                     Value i, Value j);
+
+/// The shape and element-type rules every attention op's operands obey
+/// (query, key, value and an output `[batch..., Lq, Dv]` named `outName` in
+/// messages; grouped-query heads; one named mismatch per failure).
+LogicalResult verifyAttentionShapes(Operation *op, RankedTensorType query,
+                                    RankedTensorType key,
+                                    RankedTensorType value,
+                                    RankedTensorType out, StringRef outName);
+/// The rules on a score_mod region with `numIndices` index arguments and
+/// these captures (argument types, the yielded f32 score).
+LogicalResult verifyScoreModRegion(Operation *op, Region &scoreMod,
+                                   unsigned numIndices, ValueRange captures);
+
+/// One read of a capture by the score_mod, for the capture's gradient.
+struct ScoreModRead {
+  unsigned capture;           // which capture
+  SmallVector<int64_t> dims;  // its indices, as loop dims (batch..., i, j)
+  Value partial;              // d score_mod / d (value read), f32, this element
+};
+/// score_mod inlined for one element with its reverse-mode derivative.
+struct ScoreModGradient {
+  Value score;  // score_mod(s)
+  Value dScore; // d score_mod / d s
+  SmallVector<ScoreModRead> reads;
+};
+/// Inlines `scoreMod` at the builder's insertion point for score `s` at
+/// (batch..., i, j) with `captures`, and its derivative with respect to the
+/// score and to each float capture read. The region must have passed
+/// verifyScoreModDifferentiable.
+FailureOr<ScoreModGradient>
+buildScoreModGradient(OpBuilder &b, Location loc, Region &scoreMod,
+                      ValueRange captures, Value s, ValueRange batch, Value i,
+                      Value j);
+/// The float-capture reads of `scoreMod` that a gradient flows through, in
+/// program order (partials null): the order buildScoreModGradient returns.
+SmallVector<ScoreModRead> scoreModReads(Region &scoreMod, unsigned numIndices);
+/// Whether every op of `scoreMod` that the score or a float capture flows
+/// through has a derivative rule, and every float capture read is indexed
+/// by index arguments; otherwise emits on `owner`, naming the op.
+LogicalResult verifyScoreModDifferentiable(Operation *owner, Region &scoreMod,
+                                           unsigned numIndices);
 } // namespace mlir::flash
 
 #endif // FLASH_DIALECT_FLASH_IR_FLASHOPS_H

@@ -163,8 +163,116 @@ def Flash_AttentionOp : Flash_Op<"attention", [
   }];
 }
 
+def Flash_AttentionGradOp : Flash_Op<"attention_grad", [
+    AttrSizedOperandSegments,
+    DestinationStyleOpInterface,
+    IsolatedFromAbove,
+    RecursiveMemoryEffects,
+    RecursivelySpeculatable,
+    DeclareOpInterfaceMethods<ReifyRankedShapedTypeOpInterface, ["reifyResultShapes"]>]> {
+  let summary = "the gradient of flash.attention, recomputing P from the LSE";
+  let description = [{
+    The backward pass of the `flash.attention` with the same `query`, `key`,
+    `value`, `scale`, `mask`, `captures` and `score_mod`: given that op's
+    output `out`, its cotangent `grad_out` and its log-sum-exp `lse`, computes
+
+    ```
+    s[i, j]  = mask(score_mod(scale * q[i] · k[j], b, i, j))   (as the forward)
+    p[i, j]  = exp(s[i, j] - lse[i])                  (0 where lse = -inf)
+    dv[j]    = sum_i p[i, j] * grad_out[i]
+    dp[i, j] = grad_out[i] · v[j]
+    ds[i, j] = p[i, j] * (dp[i, j] - sum_e grad_out[i, e] * out[i, e])
+    dt[i, j] = ds[i, j] * d score_mod / d t   at t = scale * q[i] · k[j]
+    dq[i]    = scale * sum_j dt[i, j] * k[j]
+    dk[j]    = scale * sum_i dt[i, j] * q[i]
+    dc[x]    = sum over the (i, j) whose score_mod read c[x] of
+               ds[i, j] * d score_mod / d c[x]          (each float capture)
+    ```
+
+    so the probabilities are recomputed from the saved row statistics, never
+    stored by the forward. With grouped-query attention `dk` and `dv` are
+    summed over the query heads that share a key/value head. The derivative
+    of the score_mod region is derived from its ops (add, sub, mul, div, neg,
+    exp, log, tanh, abs, max/min, select, float casts, capture reads); an op
+    that changes the score without a derivative is refused by the verifier,
+    naming it. A float capture gets a gradient when each read of it
+    (`tensor.extract`) indexes it by region index arguments only, as an
+    additive bias does; an integer or i1 capture (a boolean mask) has none.
+
+    `outs` holds the inits of `dq` (shape of `query`), `dk` (of `key`),
+    `dv` (of `value`), then one init per float capture (its shape); the
+    results overwrite them, in their element types (accumulation is f32).
+    `lse` is f32 `[batch..., Lq]`, `out` and `grad_out` `[batch..., Lq, Dv]`.
+
+    ```mlir
+    %dq, %dk, %dv = flash.attention_grad
+        ins(%q, %k, %v, %o, %do, %lse : tensor<4x100x64xf32>, tensor<4x70x64xf32>,
+            tensor<4x70x48xf32>, tensor<4x100x48xf32>, tensor<4x100x48xf32>,
+            tensor<4x100xf32>)
+        outs(%dq0, %dk0, %dv0 : tensor<4x100x64xf32>, tensor<4x70x64xf32>,
+             tensor<4x70x48xf32>)
+        scale(0.125) mask(causal)
+        -> tensor<4x100x64xf32>, tensor<4x70x64xf32>, tensor<4x70x48xf32>
+    ```
+  }];
+
+  let arguments = (ins
+    AnyRankedTensor:$query,
+    AnyRankedTensor:$key,
+    AnyRankedTensor:$value,
+    AnyRankedTensor:$out,
+    AnyRankedTensor:$grad_out,
+    AnyRankedTensor:$lse,
+    Variadic<AnyRankedTensor>:$inits,
+    Variadic<AnyRankedTensor>:$captures,
+    F32Attr:$scale,
+    OptionalAttr<Flash_MaskAttr>:$mask);
+  let results = (outs Variadic<AnyRankedTensor>:$results);
+  let regions = (region MaxSizedRegion<1>:$score_mod);
+
+  let assemblyFormat = [{
+    `ins` `(` $query `,` $key `,` $value `,` $out `,` $grad_out `,` $lse `:`
+      type($query) `,` type($key) `,` type($value) `,` type($out) `,`
+      type($grad_out) `,` type($lse) `)`
+    `outs` `(` $inits `:` type($inits) `)`
+    (`captures` `(` $captures^ `:` type($captures) `)`)?
+    `scale` `(` custom<Scale>($scale) `)`
+    (`mask` `(` custom<MaskClause>($mask)^ `)`)?
+    attr-dict
+    (`score_mod` $score_mod^)?
+    `->` type($results)
+  }];
+
+  let hasVerifier = 1;
+  let hasRegionVerifier = 1;
+
+  let extraClassDeclaration = [{
+    int64_t getNumBatchDims() { return getQueryType().getRank() - 2; }
+    RankedTensorType getQueryType() {
+      return ::llvm::cast<RankedTensorType>(getQuery().getType());
+    }
+    RankedTensorType getKeyType() {
+      return ::llvm::cast<RankedTensorType>(getKey().getType());
+    }
+    RankedTensorType getValueType() {
+      return ::llvm::cast<RankedTensorType>(getValue().getType());
+    }
+    bool hasScoreMod() { return !getScoreMod().empty(); }
+    /// The mask, with an absent attribute read as `none`.
+    MaskAttr getMaskOrNone();
+    Value getGradQueryInit() { return getInits()[0]; }
+    Value getGradKeyInit() { return getInits()[1]; }
+    Value getGradValueInit() { return getInits()[2]; }
+    /// The captures that get a gradient (float element type), in order; the
+    /// init of the k-th is getInits()[3 + k].
+    SmallVector<unsigned> getDifferentiableCaptures();
+
+    MutableOperandRange getDpsInitsMutable() { return getInitsMutable(); }
+  }];
+}
+
 def Flash_YieldOp : Flash_Op<"yield", [Pure, ReturnLike, Terminator,
-                                       HasParent<"AttentionOp">]> {
+                                       ParentOneOf<["AttentionOp", "AttentionGradOp"]>]> {
   let summary = "yields the modified score of a score_mod region";
   let arguments = (ins Variadic<AnyType>:$values);
   let assemblyFormat = "attr-dict ($values^ `:` type($values))?";

@@ -1,0 +1,11 @@
+// flash.attention_grad through flash-cpu-pipeline (the reference gradient:
+// P recomputed from the LSE) against torch's float64 autograd on fresh
+// random inputs: masks, GQA/MQA, Lq != Lk != D != Dv, fully masked rows,
+// score_mod (bias with its gradient, softcap, ALiBi); f32 within 1e-5.
+// REQUIRES: torch
+// RUN: %python %S/attention_grad.py flash-opt | FileCheck %s
+// CHECK: seed
+// CHECK-NOT: FAIL
+// CHECK: PASS bias_causal
+// CHECK-NOT: FAIL
+// CHECK: {{[1-9][0-9]*}} passed, 0 failed
