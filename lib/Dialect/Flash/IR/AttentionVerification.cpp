@@ -59,6 +59,20 @@ LogicalResult mlir::flash::verifyAttentionShapes(Operation *op,
   int64_t nb = rank - 2;
   ArrayRef<int64_t> q = qType.getShape(), k = kType.getShape(),
                     v = vType.getShape(), o = oType.getShape();
+  // Every lowering divides by, tiles or slices along D and Dv; an empty head
+  // dim has no meaning for attention and is refused here, not deep inside a
+  // pass.
+  for (auto [name, dimName, type] :
+       {std::make_tuple(StringRef("'query'"), "D", qType),
+        std::make_tuple(StringRef("'key'"), "D", kType),
+        std::make_tuple(StringRef("'value'"), "Dv", vType),
+        std::make_tuple(outName, "Dv", oType)}) {
+    int64_t size = type.getDimSize(nb + 1);
+    if (!ShapedType::isDynamic(size) && size < 1)
+      return op->emitOpError()
+             << name << " head dim " << dimName << " must be at least 1, got "
+             << size << " (" << type << ")";
+  }
   if (conflict(q[nb + 1], k[nb + 1]))
     return op->emitOpError("'key' head dim D = ")
            << k[nb + 1] << " does not match 'query' head dim D = " << q[nb + 1]

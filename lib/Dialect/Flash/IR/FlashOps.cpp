@@ -199,9 +199,6 @@ int64_t AttentionOp::getGroupSize() {
   return hq / hkv;
 }
 
-static bool isSupportedElementType(Type type) {
-  return type.isF32() || type.isF16() || type.isBF16();
-}
 
 static std::string dimStr(int64_t d) {
   return ShapedType::isDynamic(d) ? std::string("?") : std::to_string(d);
@@ -215,106 +212,17 @@ static bool conflict(int64_t a, int64_t b) {
 static LogicalResult verifyOffsets(AttentionOp op);
 
 LogicalResult AttentionOp::verify() {
-  RankedTensorType qType = getQueryType(), kType = getKeyType(),
-                   vType = getValueType();
-  int64_t rank = qType.getRank();
-  if (rank < 2)
-    return emitOpError("'query' must have rank >= 2 ([batch..., Lq, D]), got ")
-           << qType;
-  auto checkRank = [&](StringRef name, RankedTensorType type) -> LogicalResult {
-    if (type.getRank() != rank)
-      return emitOpError("'")
-             << name << "' has rank " << type.getRank() << " (" << type
-             << ") but 'query' has rank " << rank << " (" << qType << ")";
-    return success();
-  };
-  if (failed(checkRank("key", kType)) || failed(checkRank("value", vType)))
-    return failure();
-
   size_t numInits = getInits().size();
   if (numInits != 1 && numInits != 2)
     return emitOpError("expects 1 or 2 inits (output, then optional "
                        "log-sum-exp), got ")
            << numInits;
-  RankedTensorType oType = getOutputType();
-  if (failed(checkRank("output init", oType)))
+  RankedTensorType qType = getQueryType();
+  if (failed(verifyAttentionShapes(*this, qType, getKeyType(), getValueType(),
+                                   getOutputType(), "output init")))
     return failure();
-
-  if (!isSupportedElementType(qType.getElementType()))
-    return emitOpError("'query' element type must be bf16, f16 or f32, got ")
-           << qType.getElementType();
-  if (kType.getElementType() != qType.getElementType())
-    return emitOpError("'key' element type ")
-           << kType.getElementType() << " does not match 'query' element type "
-           << qType.getElementType();
-  if (vType.getElementType() != qType.getElementType())
-    return emitOpError("'value' element type ")
-           << vType.getElementType() << " does not match 'query' element type "
-           << qType.getElementType();
-  if (!isSupportedElementType(oType.getElementType()))
-    return emitOpError("output init element type must be bf16, f16 or f32, "
-                       "got ")
-           << oType.getElementType();
-
-  int64_t nb = rank - 2;
-  ArrayRef<int64_t> q = qType.getShape(), k = kType.getShape(),
-                    v = vType.getShape(), o = oType.getShape();
-  // Every lowering divides by, tiles or slices along D and Dv; an empty head
-  // dim has no meaning for attention and is refused here, not deep inside a
-  // pass.
-  for (auto [name, dimName, type] :
-       {std::make_tuple("'query'", "D", qType),
-        std::make_tuple("'key'", "D", kType),
-        std::make_tuple("'value'", "Dv", vType),
-        std::make_tuple("output init", "Dv", oType)}) {
-    int64_t size = type.getDimSize(nb + 1);
-    if (!ShapedType::isDynamic(size) && size < 1)
-      return emitOpError()
-             << name << " head dim " << dimName << " must be at least 1, got "
-             << size << " (" << type << ")";
-  }
-  if (conflict(q[nb + 1], k[nb + 1]))
-    return emitOpError("'key' head dim D = ")
-           << k[nb + 1] << " does not match 'query' head dim D = " << q[nb + 1]
-           << " (query " << qType << ", key " << kType << ")";
-  if (conflict(k[nb], v[nb]))
-    return emitOpError("'value' sequence length Lk = ")
-           << v[nb] << " does not match 'key' sequence length Lk = " << k[nb]
-           << " (key " << kType << ", value " << vType << ")";
-  if (conflict(o[nb + 1], v[nb + 1]))
-    return emitOpError("output init value dim Dv = ")
-           << o[nb + 1] << " does not match 'value' dim Dv = " << v[nb + 1]
-           << " (value " << vType << ", output " << oType << ")";
-  if (conflict(o[nb], q[nb]))
-    return emitOpError("output init sequence length Lq = ")
-           << o[nb] << " does not match 'query' sequence length Lq = " << q[nb]
-           << " (query " << qType << ", output " << oType << ")";
-
-  for (int64_t d = 0; d < nb; ++d) {
-    if (conflict(v[d], k[d]))
-      return emitOpError("'value' batch dim #")
-             << d << " = " << v[d] << " does not match 'key' batch dim #" << d
-             << " = " << k[d] << " (key " << kType << ", value " << vType
-             << ")";
-    if (conflict(o[d], q[d]))
-      return emitOpError("output init batch dim #")
-             << d << " = " << o[d] << " does not match 'query' batch dim #"
-             << d << " = " << q[d] << " (query " << qType << ", output "
-             << oType << ")";
-    bool isHeadDim = d == nb - 1;
-    if (!isHeadDim && conflict(k[d], q[d]))
-      return emitOpError("'key' batch dim #")
-             << d << " = " << k[d] << " does not match 'query' batch dim #"
-             << d << " = " << q[d] << " (query " << qType << ", key " << kType
-             << ")";
-    if (isHeadDim && !ShapedType::isDynamic(q[d]) &&
-        !ShapedType::isDynamic(k[d]) && (k[d] == 0 || q[d] % k[d] != 0))
-      return emitOpError("'query' heads (batch dim #")
-             << d << " = " << q[d]
-             << ") must be a multiple of 'key'/'value' heads (" << k[d]
-             << ") for grouped-query attention (query " << qType << ", key "
-             << kType << ")";
-  }
+  int64_t rank = qType.getRank();
+  ArrayRef<int64_t> q = qType.getShape();
 
   if (hasLse()) {
     auto lType = cast<RankedTensorType>(getLseInit().getType());
