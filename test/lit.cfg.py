@@ -26,6 +26,12 @@ llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()
 
 tool_dirs = [config.flash_tools_dir, config.llvm_tools_dir]
+# Every flash-opt run, on a RUN line or started by a test's script, checks
+# that its input and its output print, parse and print again identically, so
+# each lit input and each pass output is a round-trip test
+# (`--param roundtrip=0` turns it off).
+if lit_config.params.get("roundtrip", "1") != "0":
+    config.environment["FLASH_VERIFY_ROUNDTRIP"] = "1"
 tools = [
     "flash-opt",
     ToolSubst("mlir-opt", unresolved="ignore"),

@@ -1,0 +1,15 @@
+//===- TestPasses.h - test-only passes that flash-opt alone registers -----===//
+#ifndef FLASH_TEST_LIB_TESTPASSES_H
+#define FLASH_TEST_LIB_TESTPASSES_H
+
+#include <memory>
+
+namespace mlir {
+class Pass;
+namespace flash::test {
+std::unique_ptr<Pass> createTestRoundTripPass();
+void registerTestPasses();
+} // namespace flash::test
+} // namespace mlir
+
+#endif // FLASH_TEST_LIB_TESTPASSES_H
