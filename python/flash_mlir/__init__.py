@@ -18,9 +18,9 @@ import: on a machine without LLVM, attention() runs GPU kernels from the cache.
 from ._version import __version__
 from ._capi import FlashError, host_target, is_registered, library_path, version
 from ._capi import available as compiler_available
-from ._attention import AttentionKernel, attention, attention_ir, prebuild
+from ._attention import AttentionKernel, attention, attention_grad_ir, attention_ir, prebuild
 from .compiler import compile
 
-__all__ = ["FlashError", "AttentionKernel", "attention", "attention_ir", "compile",
+__all__ = ["FlashError", "AttentionKernel", "attention", "attention_grad_ir", "attention_ir", "compile",
            "compiler_available", "host_target", "is_registered", "library_path", "prebuild",
            "version"]

@@ -150,6 +150,40 @@ def attention_ir(q_shape, k_shape, v_shape, dtype="f32", *, scale=None, causal=F
             % (name, sig, "\n".join(body)))
 
 
+def attention_grad_ir(q_shape, k_shape, v_shape, dtype="f32", *, scale=None, causal=False,
+                      window=None, align="top_left", name=FUNC_NAME + "_grad"):
+    """The module of attention()'s backward: flash.attention_grad in
+    destination-passing style on memrefs (q, k, v, o, do, lse -> dq, dk, dv),
+    P recomputed from the forward's log-sum-exp. Arguments as attention_ir."""
+    q_shape, k_shape, v_shape = (tuple(_check_dim(n, d) for d in s) for n, s in
+                                 (("q_shape", q_shape), ("k_shape", k_shape),
+                                  ("v_shape", v_shape)))
+    if len(q_shape) < 2:
+        raise ValueError("q must have shape [batch..., Lq, D], got %s" % (q_shape,))
+    scale = _check_scale(scale)
+    if scale is None:
+        scale = 1.0 / math.sqrt(q_shape[-1]) if q_shape[-1] else 1.0
+    o_shape = q_shape[:-1] + v_shape[-1:]
+    ins = [("q", q_shape, dtype), ("k", k_shape, dtype), ("v", v_shape, dtype),
+           ("o", o_shape, dtype), ("do", o_shape, dtype), ("lse", q_shape[:-1], "f32")]
+    outs = [("dq", q_shape, dtype), ("dk", k_shape, dtype), ("dv", v_shape, dtype)]
+    sig = ", ".join("%%%s: %s" % (n, _memref(s, e)) for n, s, e in ins + outs)
+    body = []
+    for n, s, e in ins + outs:
+        body.append("  %%%s_t = bufferization.to_tensor %%%s restrict%s : %s to %s" % (
+            n, n, " writable" if (n, s, e) in outs else "", _memref(s, e), _tensor(s, e)))
+    types = lambda xs: ", ".join(_tensor(s, e) for _, s, e in xs)
+    body.append("  %%r:3 = flash.attention_grad ins(%s : %s) outs(%s : %s) scale(%.9e)%s -> %s"
+                % (", ".join("%%%s_t" % n for n, _, _ in ins), types(ins),
+                   ", ".join("%%%s_t" % n for n, _, _ in outs), types(outs), scale,
+                   _mask_clause(causal, window, align), types(outs)))
+    for i, (n, s, e) in enumerate(outs):
+        body.append("  bufferization.materialize_in_destination %%r#%d in restrict writable "
+                    "%%%s : (%s, %s) -> ()" % (i, n, _tensor(s, e), _memref(s, e)))
+    return ("func.func @%s(%s) attributes {llvm.emit_c_interface} {\n%s\n  return\n}\n"
+            % (name, sig, "\n".join(body)))
+
+
 def _lib_dir():
     return os.path.dirname(_capi.library_path())
 
@@ -385,19 +419,40 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align="top_left
                                         dynamic, pipeline, cache, options)
         if fast is not None:
             _fast_kernels[fast] = (kernel, kind, elt)
+    if kind.startswith("torch"):
+        import torch
+        if torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v)):
+            if kind == "torch-cuda":
+                raise NotImplementedError(
+                    "flash_mlir.attention: gradients of CUDA tensors are not implemented yet; "
+                    "call it under torch.no_grad(), detach q, k and v, or use CPU tensors")
+            if out is not None:
+                raise ValueError("out= cannot be used when q, k or v require grad")
+            from ._autograd import attention_with_grad
+            return attention_with_grad(q, k, v, scale=scale, causal=causal, window=window,
+                                       align=align, return_lse=return_lse, pipeline=pipeline,
+                                       options=options)
     if kind == "torch-cpu":
         import torch
-        # NumPy has no bfloat16: bf16 tensors cross as their 16-bit patterns,
-        # which is all the compiled code reads and writes.
-        if elt == "bf16":
-            raw, cooked = (lambda t: t.view(torch.int16).numpy()), (
-                lambda a: torch.from_numpy(a).view(torch.bfloat16))
-        else:
-            raw, cooked = (lambda t: t.numpy()), torch.from_numpy
-        res = kernel(raw(q), raw(k), raw(v), None if out is None else raw(out))
+        res = kernel(_host_view(q), _host_view(k), _host_view(v),
+                     None if out is None else _host_view(out))
+        cooked = _from_host_view if elt == "bf16" else torch.from_numpy
         o = out if out is not None else cooked(res[0] if return_lse else res)
         return (o, torch.from_numpy(res[1])) if return_lse else o
     return kernel(q, k, v, out)
+
+
+def _host_view(t):
+    """A CPU tensor as the NumPy array the compiled code reads: NumPy has no
+    bfloat16, so bf16 tensors cross as their 16-bit patterns."""
+    import torch
+    t = t.detach()
+    return t.view(torch.int16).numpy() if t.dtype == torch.bfloat16 else t.numpy()
+
+
+def _from_host_view(a):
+    import torch
+    return torch.from_numpy(a).view(torch.bfloat16)
 
 
 def prebuild(q_shape, k_shape, v_shape, dtype, *, device="cuda", scale=None, causal=False,

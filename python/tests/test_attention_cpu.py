@@ -252,3 +252,73 @@ def test_dynamic_lengths_share_one_kernel(rng, monkeypatch, tmp_path):
         finite = np.isfinite(want_lse)
         assert np.array_equal(np.isfinite(lse), finite)
     assert len(compiles) == 1 and "memref<?x4x?x16xf32>" in compiles[0]
+
+
+def _torch_reference_grads(q, k, v, w, causal, window, align):
+    """float64 autograd of attention written from its definition."""
+    import torch
+    q, k, v = (x.detach().double().requires_grad_() for x in (q, k, v))
+    kk, vv = k, v
+    if k.shape[-3] != q.shape[-3]:
+        g = q.shape[-3] // k.shape[-3]
+        kk, vv = k.repeat_interleave(g, dim=-3), v.repeat_interleave(g, dim=-3)
+    lq, lk = q.shape[-2], k.shape[-2]
+    s = torch.matmul(q, kk.transpose(-1, -2)) / (q.shape[-1] ** 0.5)
+    i, j = torch.arange(lq).view(-1, 1), torch.arange(lk).view(1, -1)
+    off = lk - lq if align == "bottom_right" else 0
+    allowed = torch.ones(lq, lk, dtype=torch.bool)
+    if causal or window:
+        allowed = j <= i + off
+    if window:
+        allowed = allowed & (j > i + off - window)
+    s = s.masked_fill(~allowed, float("-inf"))
+    p = torch.softmax(s, -1).nan_to_num(0.0)
+    o = torch.matmul(p, vv)
+    (o * w.double()).sum().backward()
+    return o.detach(), [x.grad for x in (q, k, v)]
+
+
+@pytest.mark.parametrize("name,qs,ks,vs,kw,dtype,tol", [
+    ("gqa_causal_br", (2, 4, 37, 24), (2, 2, 53, 24), (2, 2, 53, 12),
+     dict(causal=True, align="bottom_right"), "float32", 1e-5),
+    ("window_lq_gt_lk", (3, 61, 16), (3, 40, 16), (3, 40, 8),
+     dict(window=9, align="bottom_right"), "float32", 1e-5),
+    ("plain_bf16", (2, 3, 29, 32), (2, 3, 45, 32), (2, 3, 45, 16), {}, "bfloat16", 2e-2),
+])
+def test_torch_autograd_gradients(rng, name, qs, ks, vs, kw, dtype, tol):
+    torch = pytest.importorskip("torch")
+    dt = getattr(torch, dtype)
+    q, k, v = (torch.from_numpy(rand(rng, s)).to(dt).requires_grad_() for s in (qs, ks, vs))
+    w = torch.from_numpy(rand(rng, qs[:-1] + vs[-1:])).to(dt)
+    out = attention(q, k, v, **kw)
+    assert out.requires_grad and out.dtype == dt
+    (out * w).sum().backward()
+    want_o, want = _torch_reference_grads(q, k, v, w, kw.get("causal", False),
+                                          kw.get("window"), kw.get("align", "top_left"))
+    assert rel_err(out.detach().double().numpy(), want_o.numpy()) <= tol
+    for x, g in zip((q, k, v), want):
+        assert x.grad is not None and x.grad.dtype == dt and x.grad.shape == x.shape
+        assert rel_err(x.grad.double().numpy(), g.numpy()) <= tol, name
+
+
+def test_autograd_saves_no_score_matrix(rng):
+    # The backward's kernel is flash.attention_grad, fed the forward's LSE:
+    # the graph holds q, k, v, o and lse, nothing of size Lq x Lk.
+    torch = pytest.importorskip("torch")
+    q = torch.from_numpy(rand(rng, (2, 70, 16))).requires_grad_()
+    k = torch.from_numpy(rand(rng, (2, 90, 16))).requires_grad_()
+    v = torch.from_numpy(rand(rng, (2, 90, 8))).requires_grad_()
+    out = attention(q, k, v, causal=True)
+    saved = out.grad_fn.saved_tensors
+    assert sorted(tuple(t.shape) for t in saved) == sorted(
+        [(2, 70, 16), (2, 90, 16), (2, 90, 8), (2, 70, 8), (2, 70)])
+    ir = flash_mlir.attention_grad_ir((2, 70, 16), (2, 90, 16), (2, 90, 8), "f32", causal=True)
+    assert "flash.attention_grad" in ir and "mask(causal, top_left)" in ir
+
+
+def test_no_grad_and_detached_inputs_skip_autograd(rng):
+    torch = pytest.importorskip("torch")
+    q = torch.from_numpy(rand(rng, (2, 9, 8))).requires_grad_()
+    with torch.no_grad():
+        assert not attention(q, q, q).requires_grad
+    assert not attention(q.detach(), q.detach(), q.detach()).requires_grad
