@@ -35,7 +35,8 @@ void mlir::flash::buildFlashCPUPipeline(
     tile.blockQ = options.blockQ;
     tile.blockKv = options.blockKv;
     pm.addPass(createFlashTileAttentionPass(tile));
-    // Gradients have no tiled lowering yet: their reference decomposition.
+    // Gradients the tiled lowering does not take (float-capture gradients)
+    // get their reference decomposition.
     pm.addPass(createFlashDecomposeAttentionPass());
   }
   pm.addPass(createFlashDecomposeAggregatedOpsPass());
@@ -46,6 +47,8 @@ void mlir::flash::buildFlashCPUPipeline(
                  "function-boundary-type-conversion=identity-layout-map},"
                  "buffer-deallocation-pipeline,convert-bufferization-to-memref,"
                  "canonicalize");
+  // Copies the bufferization left become loops, not runner-utils calls.
+  pm.addPass(createFlashMemrefCopyToLinalgPass());
   addTextual(pm, "func.func(convert-linalg-to-loops),scf-forall-to-parallel");
   // Arithmetic on bf16/f16 is done in f32 (exactly what LLVM would do) and
   // the conversions that are left are expanded into integer ops, so the

@@ -511,6 +511,20 @@ struct FlashTileAttentionPass
         return signalPassFailure();
       rewriter.replaceOp(op, *results);
     }
+    SmallVector<AttentionGradOp> grads;
+    getOperation()->walk([&](AttentionGradOp op) {
+      if (canTileAttentionGrad(op))
+        grads.push_back(op);
+    });
+    for (AttentionGradOp op : grads) {
+      FailureOr<SmallVector<Value>> results =
+          tileAttentionGrad(rewriter, op, blockQ, blockKv);
+      if (failed(results)) {
+        op.emitOpError("could not be tiled");
+        return signalPassFailure();
+      }
+      rewriter.replaceOp(op, *results);
+    }
   }
 };
 } // namespace

@@ -49,6 +49,18 @@ FailureOr<SmallVector<Value>> tileAttention(RewriterBase &rewriter,
 void populateExpandFloatConversionsPatterns(RewritePatternSet &patterns,
                                             ArrayRef<Type> narrowTypes);
 
+/// Whether flash-tile-attention lowers this gradient op (no float captures,
+/// whose gradients are Lq x Lk reductions, and static head counts); the
+/// others are left to flash-decompose-attention.
+bool canTileAttentionGrad(AttentionGradOp op);
+
+/// Rewrites one flash.attention_grad into tiled loops that recompute P from
+/// the LSE tile by tile (O(L) memory); returns the results.
+FailureOr<SmallVector<Value>> tileAttentionGrad(RewriterBase &rewriter,
+                                                AttentionGradOp op,
+                                                int64_t blockQ,
+                                                int64_t blockKv);
+
 #define GEN_PASS_REGISTRATION
 #include "flash/Transforms/Passes.h.inc"
 

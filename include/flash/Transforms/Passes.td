@@ -232,4 +232,18 @@ def FlashExpandFloatConversionsPass
   ];
 }
 
+def FlashMemrefCopyToLinalgPass : Pass<"flash-memref-copy-to-linalg"> {
+  let summary = "Rewrite memref.copy into linalg.copy";
+  let description = [{
+    finalize-memref-to-llvm lowers a `memref.copy` whose buffers are not
+    statically contiguous (dynamic-size tiles, strided subviews, as the tiled
+    gradient's bufferization leaves) to a call of `memrefCopy` from MLIR's
+    runner-utils library, which a library built for a user's process does
+    not link. As `linalg.copy` it becomes a loop nest under
+    convert-linalg-to-loops; `flash-cpu-pipeline` runs it after
+    bufferization.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+}
+
 #endif // FLASH_TRANSFORMS_PASSES

@@ -175,9 +175,14 @@ def main():
     print("seed %d" % seed)
     rng = np.random.default_rng(seed)
     passed = failed = 0
-    for case in CASES:
+    # The reference decomposition, the tiled lowering with one tile per
+    # length, and with many small tiles (tails, skipped and partial tiles),
+    # the last one on OpenMP threads.
+    pipelines = [("reference", "reference=1 parallel=0"), ("tiled", "parallel=0"),
+                 ("small-tiles", "block-q=8 block-kv=16")]
+    for case, (label, options) in [(c, p) for c in CASES for p in pipelines]:
         sh = case.shapes()
-        lib = fcr.compile_module(case.module(), "parallel=0", tools)
+        lib = fcr.compile_module(case.module(), options, tools)
         q = rng.standard_normal(sh["q"]) * 1.5
         k = rng.standard_normal(sh["k"]) * 1.5
         v = rng.standard_normal(sh["v"])
@@ -200,8 +205,8 @@ def main():
             errs.append(float(np.abs(g.astype(np.float64) - w).max() / scale)
                         if not np.isnan(g).any() else float("nan"))
         ok = all(e <= TOL for e in errs)
-        print("%s %s errs=%s" % ("PASS" if ok else "FAIL", case.name,
-                                 " ".join("%.1e" % e for e in errs)))
+        print("%s %s %s errs=%s" % ("PASS" if ok else "FAIL", case.name, label,
+                                    " ".join("%.1e" % e for e in errs)))
         passed += ok
         failed += not ok
     print("%d passed, %d failed" % (passed, failed))

@@ -1,0 +1,365 @@
+//===- TileAttentionGrad.cpp - flash.attention_grad as tiled loops, O(L) ----===//
+//
+// The backward pass with rematerialization: no Lq x Lk buffer, only
+// block-q x block-kv tiles whose probabilities are recomputed from the saved
+// log-sum-exp, P = exp(s - lse). Three stages, all on tensors:
+//
+//   delta[b, i] = sum_e dO[b, i, e] O[b, i, e]                   (O(L))
+//   dK, dV: scf.forall over (K/V batch..., key block); inside, for each
+//     query head of the group and each query block the mask leaves visible:
+//       S, P = exp(score_mod(scale S) - lse), dP = dO Vᵀ,
+//       dT = P (dP - delta) · d score_mod / dt,
+//       dV += Pᵀ dO,  dK += scale dTᵀ Q
+//   dQ: scf.forall over (batch..., query block); for each visible key block
+//       the same tile recomputed, dQ += scale dT K
+//
+// dQ is a pass of its own rather than a reduction across the key-block
+// loop, so both foralls are race-free and the result is deterministic,
+// at the price of recomputing each visible tile twice. Tails are exact
+// dynamic-size tiles. Ops whose score_mod reads float captures (their
+// gradient is an Lq x Lk-shaped reduction) are left to the reference
+// decomposition.
+//
+//===----------------------------------------------------------------------===//
+#include "flash/Transforms/Passes.h"
+
+#include "AttentionMath.h"
+#include "LinalgBuilder.h"
+
+#include "mlir/Dialect/Arith/Utils/Utils.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::flash;
+
+namespace {
+struct GradTiler : LinalgBuilder {
+  AttentionGradOp op;
+  int64_t nb, bq, bk, group = 1;
+  SmallVector<OpFoldResult> qShape, kShape, vShape;
+  Value lq, lk, diagOff;
+  float scale;
+
+  GradTiler(OpBuilder &b, AttentionGradOp op, int64_t bq, int64_t bk)
+      : LinalgBuilder(b, op.getLoc()), op(op), nb(op.getNumBatchDims()),
+        bq(bq), bk(bk), scale(op.getScale().convertToFloat()) {}
+
+  Value cIdx(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
+  Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
+  Value sub(Value x, Value y) { return arith::SubIOp::create(b, loc, x, y); }
+  Value mulC(Value x, int64_t c) {
+    return arith::MulIOp::create(b, loc, x, cIdx(c));
+  }
+  Value minS(Value x, Value y) { return arith::MinSIOp::create(b, loc, x, y); }
+  Value maxS(Value x, Value y) { return arith::MaxSIOp::create(b, loc, x, y); }
+
+  /// rows [row0, row0 + rows) of `t` ([batch..., L, X]) at `batch`, as a
+  /// rank-reduced [rows, X] tile (or [rows] for an [batch..., L] tensor).
+  Value slice(Value t, ValueRange batch, Value row0, Value rows) {
+    auto type = cast<RankedTensorType>(t.getType());
+    int64_t rank = type.getRank();
+    SmallVector<OpFoldResult> offsets(batch.begin(), batch.end()), sizes,
+        strides(rank, b.getIndexAttr(1));
+    sizes.assign(nb, b.getIndexAttr(1));
+    offsets.push_back(row0);
+    sizes.push_back(rows);
+    SmallVector<int64_t> shape = {ShapedType::kDynamic};
+    if (rank == nb + 2) {
+      offsets.push_back(b.getIndexAttr(0));
+      sizes.push_back(tensor::getMixedSize(b, loc, t, nb + 1));
+      shape.push_back(type.getDimSize(nb + 1));
+    }
+    auto resultType = RankedTensorType::get(shape, type.getElementType());
+    return tensor::ExtractSliceOp::create(b, loc, resultType, t, offsets, sizes,
+                                          strides);
+  }
+
+  struct TileGrads {
+    Value p, dT; // [rows, cols] f32
+  };
+  /// The recomputed probabilities of one tile and the score gradient before
+  /// score_mod, dT = P (dP - delta) · d score_mod/dt. `batch` holds the
+  /// query's batch indices (score_mod sees them); i0, j0 the tile's origin.
+  TileGrads tile(Value qT, Value kT, Value vT, Value doT, Value lseT,
+                 Value deltaT, ValueRange batch, Value i0, Value j0,
+                 Value rows, Value cols) {
+    SmallVector<OpFoldResult> sShape = {rows, cols};
+    // loops (i, j, d)
+    Value s = contract(qT, map(3, {0, 2}), kT, map(3, {1, 2}),
+                       filled(sShape, 0.0), map(3, {0, 1}), 3, 1);
+    AffineMap id = map(2, {0, 1}), row = map(2, {0});
+    MaskAttr mask = op.getMaskOrNone();
+    Region *scoreMod = op.hasScoreMod() ? &op.getScoreMod() : nullptr;
+    Value scaleCst = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(scale));
+    auto probs = linalg::GenericOp::create(
+        b, loc, TypeRange{s.getType(), s.getType()}, ValueRange{s, lseT},
+        ValueRange{filled(sShape, 0.0), filled(sShape, 0.0)},
+        ArrayRef<AffineMap>{id, row, id, id}, iterators(2),
+        [&](OpBuilder &nested, Location l, ValueRange args) {
+          Value t = arith::MulFOp::create(nested, l, args[0], scaleCst);
+          Value i = arith::AddIOp::create(
+              nested, l, i0, linalg::IndexOp::create(nested, l, 0));
+          Value j = arith::AddIOp::create(
+              nested, l, j0, linalg::IndexOp::create(nested, l, 1));
+          Value sc = t;
+          Value der = arith::ConstantOp::create(nested, l,
+                                                nested.getF32FloatAttr(1.0));
+          if (scoreMod) {
+            FailureOr<ScoreModGradient> g = buildScoreModGradient(
+                nested, l, *scoreMod, op.getCaptures(), t, batch, i, j);
+            sc = g->score;
+            der = g->dScore;
+          }
+          if (Value allowed =
+                  buildMaskPredicate(nested, l, mask, i, j, lq, lk)) {
+            Value ninf = arith::ConstantOp::create(
+                nested, l,
+                nested.getF32FloatAttr(
+                    -std::numeric_limits<float>::infinity()));
+            sc = arith::SelectOp::create(nested, l, allowed, sc, ninf);
+          }
+          linalg::YieldOp::create(
+              nested, l, ValueRange{buildRowExp(nested, l, sc, args[1]), der});
+        });
+    Value p = probs.getResult(0);
+    // dP = dO Vᵀ   loops (i, j, e)
+    Value dP = contract(doT, map(3, {0, 2}), vT, map(3, {1, 2}),
+                        filled(sShape, 0.0), map(3, {0, 1}), 3, 1);
+    Value dT =
+        linalg::GenericOp::create(
+            b, loc, s.getType(), ValueRange{p, dP, deltaT, probs.getResult(1)},
+            ValueRange{filled(sShape, 0.0)},
+            ArrayRef<AffineMap>{id, id, row, id, id}, iterators(2),
+            [&](OpBuilder &nested, Location l, ValueRange args) {
+              Value diff = arith::SubFOp::create(nested, l, args[1], args[2]);
+              Value ds = arith::MulFOp::create(nested, l, args[0], diff);
+              linalg::YieldOp::create(
+                  nested, l,
+                  arith::MulFOp::create(nested, l, ds, args[3]).getResult());
+            })
+            .getResult(0);
+    return {p, dT};
+  }
+
+  /// `x` (f32, times the scale if `scaled`) written into `dest`'s tile at
+  /// (batch..., row0, 0) in its element type: the tile is an extract_slice
+  /// of the forall's shared output, so bufferization writes the output in
+  /// place instead of copying a temporary into it.
+  Value finish(Value x, Value dest, ValueRange batch, Value row0, Value rows,
+               bool scaled) {
+    auto type = cast<RankedTensorType>(x.getType());
+    Value init = slice(dest, batch, row0, rows);
+    Type elemType = cast<RankedTensorType>(init.getType()).getElementType();
+    AffineMap id = map(type.getRank(), range(0, type.getRank()));
+    Value scaleCst = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(scale));
+    return linalg::GenericOp::create(
+               b, loc, init.getType(), ValueRange{x}, ValueRange{init},
+               ArrayRef<AffineMap>{id, id}, iterators(type.getRank()),
+               [&](OpBuilder &nested, Location l, ValueRange args) {
+                 Value v = args[0];
+                 if (scaled)
+                   v = arith::MulFOp::create(nested, l, v, scaleCst);
+                 if (elemType != f32)
+                   v = elemType.getIntOrFloatBitWidth() < 32
+                           ? arith::TruncFOp::create(nested, l, elemType, v)
+                                 .getResult()
+                           : arith::ExtFOp::create(nested, l, elemType, v)
+                                 .getResult();
+                 linalg::YieldOp::create(nested, l, v);
+               })
+        .getResult(0);
+  }
+
+  /// Inserts tile `x` ([rows, X]) into `dest` at (batch..., row0, 0).
+  void insert(Value x, Value dest, ValueRange batch, Value row0, Value rows) {
+    int64_t rank = cast<RankedTensorType>(dest.getType()).getRank();
+    SmallVector<OpFoldResult> offsets(batch.begin(), batch.end()),
+        sizes(nb, b.getIndexAttr(1)), strides(rank, b.getIndexAttr(1));
+    offsets.append({row0, b.getIndexAttr(0)});
+    sizes.append({rows, tensor::getMixedSize(b, loc, dest, nb + 1)});
+    tensor::ParallelInsertSliceOp::create(b, loc, x, dest, offsets, sizes,
+                                          strides);
+  }
+
+  FailureOr<SmallVector<Value>> run() {
+    qShape = tensor::getMixedSizes(b, loc, op.getQuery());
+    kShape = tensor::getMixedSizes(b, loc, op.getKey());
+    vShape = tensor::getMixedSizes(b, loc, op.getValue());
+    lq = getValueOrCreateConstantIndexOp(b, loc, qShape[nb]);
+    lk = getValueOrCreateConstantIndexOp(b, loc, kShape[nb]);
+    MaskAttr mask = op.getMaskOrNone();
+    diagOff = mask.isBottomRight() ? sub(lk, lq) : cIdx(0);
+    if (nb > 0) {
+      std::optional<int64_t> hq = getConstantIntValue(qShape[nb - 1]);
+      std::optional<int64_t> hkv = getConstantIntValue(kShape[nb - 1]);
+      if (!hq || !hkv)
+        return failure();
+      group = *hq / *hkv;
+    }
+
+    // delta = rowsum(dO ∘ O)   loops (b.., i, e)
+    int64_t r = nb + 2;
+    SmallVector<OpFoldResult> rowShape(qShape.begin(), qShape.begin() + nb + 1);
+    Value delta = contract(op.getGradOut(), map(r, range(0, r)), op.getOut(),
+                           map(r, range(0, r)), filled(rowShape, 0.0),
+                           map(r, range(0, nb + 1)), r, 1);
+
+    SmallVector<Value> results(3);
+    // dK, dV over (K/V batch..., key block).
+    {
+      SmallVector<OpFoldResult> ubs(kShape.begin(), kShape.begin() + nb);
+      ubs.push_back(arith::CeilDivUIOp::create(b, loc, lk, cIdx(bk)).getResult());
+      auto forall = scf::ForallOp::create(
+          b, loc, ubs, ValueRange{op.getGradKeyInit(), op.getGradValueInit()},
+          std::nullopt);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(forall.getTerminator());
+      ValueRange ivs = forall.getInductionVars();
+      SmallVector<Value> kvBatch(ivs.begin(), ivs.begin() + nb);
+      Value j0 = mulC(ivs[nb], bk);
+      Value cols = minS(cIdx(bk), sub(lk, j0));
+      Value kT = slice(op.getKey(), kvBatch, j0, cols);
+      Value vT = slice(op.getValue(), kvBatch, j0, cols);
+      // Query rows that see a key of this block: i + off >= j0 (causal) and
+      // i + off - W < j0 + cols - 1 (window).
+      Value nQ = arith::CeilDivUIOp::create(b, loc, lq, cIdx(bq));
+      Value qbBegin = cIdx(0), qbEnd = nQ;
+      if (!mask.isNone()) {
+        Value first = maxS(cIdx(0), sub(j0, diagOff));
+        qbBegin = minS(arith::DivUIOp::create(b, loc, first, cIdx(bq)), nQ);
+        if (mask.getKind() == MaskKind::SlidingWindow) {
+          Value last = add(sub(add(j0, cols), diagOff), cIdx(mask.getWindow() - 1));
+          last = maxS(cIdx(0), minS(last, lq));
+          qbEnd = maxS(qbBegin,
+                       arith::CeilDivUIOp::create(b, loc, last, cIdx(bq)));
+        }
+      }
+      SmallVector<OpFoldResult> dkShape = {cols, kShape[nb + 1]};
+      SmallVector<OpFoldResult> dvShape = {cols, vShape[nb + 1]};
+      auto groups = scf::ForOp::create(
+          b, loc, cIdx(0), cIdx(group), cIdx(1),
+          ValueRange{filled(dkShape, 0.0), filled(dvShape, 0.0)},
+          [&](OpBuilder &gb, Location gl, Value g, ValueRange accG) {
+            SmallVector<Value> qBatch(kvBatch);
+            if (nb > 0)
+              qBatch[nb - 1] = arith::AddIOp::create(
+                  gb, gl, arith::MulIOp::create(gb, gl, kvBatch[nb - 1],
+                                                arith::ConstantIndexOp::create(
+                                                    gb, gl, group)),
+                  g);
+            auto blocks = scf::ForOp::create(
+                gb, gl, qbBegin, qbEnd, arith::ConstantIndexOp::create(gb, gl, 1),
+                accG, [&](OpBuilder &qb, Location ql, Value iq, ValueRange acc) {
+                  OpBuilder::InsertionGuard g2(b);
+                  b.setInsertionPoint(qb.getInsertionBlock(),
+                                      qb.getInsertionPoint());
+                  Value i0 = mulC(iq, bq);
+                  Value rows = minS(cIdx(bq), sub(lq, i0));
+                  Value qT = slice(op.getQuery(), qBatch, i0, rows);
+                  Value doT = slice(op.getGradOut(), qBatch, i0, rows);
+                  Value lseT = slice(op.getLse(), qBatch, i0, rows);
+                  Value deltaT = slice(delta, qBatch, i0, rows);
+                  TileGrads t = tile(qT, kT, vT, doT, lseT, deltaT, qBatch, i0,
+                                     j0, rows, cols);
+                  // loops (j, x, i)
+                  Value dK = contract(t.dT, map(3, {2, 0}), qT, map(3, {2, 1}),
+                                      acc[0], map(3, {0, 1}), 3, 1);
+                  Value dV = contract(t.p, map(3, {2, 0}), doT, map(3, {2, 1}),
+                                      acc[1], map(3, {0, 1}), 3, 1);
+                  scf::YieldOp::create(b, loc, ValueRange{dK, dV});
+                });
+            scf::YieldOp::create(gb, gl, blocks.getResults());
+          });
+      Value dK = finish(groups.getResult(0), forall.getRegionIterArgs()[0],
+                        kvBatch, j0, cols, /*scaled=*/true);
+      Value dV = finish(groups.getResult(1), forall.getRegionIterArgs()[1],
+                        kvBatch, j0, cols, /*scaled=*/false);
+      b.setInsertionPointToEnd(forall.getTerminator().getBody());
+      insert(dK, forall.getRegionIterArgs()[0], kvBatch, j0, cols);
+      insert(dV, forall.getRegionIterArgs()[1], kvBatch, j0, cols);
+      results[1] = forall.getResult(0);
+      results[2] = forall.getResult(1);
+    }
+    // dQ over (batch..., query block).
+    {
+      SmallVector<OpFoldResult> ubs(qShape.begin(), qShape.begin() + nb);
+      ubs.push_back(arith::CeilDivUIOp::create(b, loc, lq, cIdx(bq)).getResult());
+      auto forall = scf::ForallOp::create(
+          b, loc, ubs, ValueRange{op.getGradQueryInit()}, std::nullopt);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(forall.getTerminator());
+      ValueRange ivs = forall.getInductionVars();
+      SmallVector<Value> qBatch(ivs.begin(), ivs.begin() + nb);
+      SmallVector<Value> kvBatch(qBatch);
+      if (nb > 0)
+        kvBatch[nb - 1] =
+            arith::DivUIOp::create(b, loc, qBatch[nb - 1], cIdx(group));
+      Value i0 = mulC(ivs[nb], bq);
+      Value rows = minS(cIdx(bq), sub(lq, i0));
+      Value qT = slice(op.getQuery(), qBatch, i0, rows);
+      Value doT = slice(op.getGradOut(), qBatch, i0, rows);
+      Value lseT = slice(op.getLse(), qBatch, i0, rows);
+      Value deltaT = slice(delta, qBatch, i0, rows);
+      // Key blocks these rows see: j <= i + off (causal), j > i + off - W.
+      Value nK = arith::CeilDivUIOp::create(b, loc, lk, cIdx(bk));
+      Value kbBegin = cIdx(0), kbEnd = nK;
+      if (!mask.isNone()) {
+        Value hi = add(add(i0, rows), diagOff); // exclusive last visible key
+        hi = maxS(cIdx(0), minS(hi, lk));
+        kbEnd = arith::CeilDivUIOp::create(b, loc, hi, cIdx(bk));
+        if (mask.getKind() == MaskKind::SlidingWindow) {
+          Value lo = maxS(cIdx(0), add(add(i0, diagOff),
+                                       cIdx(1 - mask.getWindow())));
+          kbBegin = minS(arith::DivUIOp::create(b, loc, lo, cIdx(bk)), kbEnd);
+        }
+      }
+      SmallVector<OpFoldResult> dqShape = {rows, qShape[nb + 1]};
+      auto blocks = scf::ForOp::create(
+          b, loc, kbBegin, kbEnd, cIdx(1), ValueRange{filled(dqShape, 0.0)},
+          [&](OpBuilder &kb, Location kl, Value ik, ValueRange acc) {
+            OpBuilder::InsertionGuard g2(b);
+            b.setInsertionPoint(kb.getInsertionBlock(), kb.getInsertionPoint());
+            Value j0 = mulC(ik, bk);
+            Value cols = minS(cIdx(bk), sub(lk, j0));
+            Value kT = slice(op.getKey(), kvBatch, j0, cols);
+            Value vT = slice(op.getValue(), kvBatch, j0, cols);
+            TileGrads t =
+                tile(qT, kT, vT, doT, lseT, deltaT, qBatch, i0, j0, rows, cols);
+            // loops (i, d, j)
+            Value dQ = contract(t.dT, map(3, {0, 2}), kT, map(3, {2, 1}),
+                                acc[0], map(3, {0, 1}), 3, 1);
+            scf::YieldOp::create(b, loc, ValueRange{dQ});
+          });
+      Value dQ = finish(blocks.getResult(0), forall.getRegionIterArgs()[0],
+                        qBatch, i0, rows, /*scaled=*/true);
+      b.setInsertionPointToEnd(forall.getTerminator().getBody());
+      insert(dQ, forall.getRegionIterArgs()[0], qBatch, i0, rows);
+      results[0] = forall.getResult(0);
+    }
+    return results;
+  }
+};
+} // namespace
+
+bool mlir::flash::canTileAttentionGrad(AttentionGradOp op) {
+  if (!op.getDifferentiableCaptures().empty())
+    return false;
+  int64_t nb = op.getNumBatchDims();
+  if (nb == 0)
+    return true;
+  int64_t hq = op.getQueryType().getDimSize(nb - 1);
+  int64_t hkv = op.getKeyType().getDimSize(nb - 1);
+  return !ShapedType::isDynamic(hq) && !ShapedType::isDynamic(hkv);
+}
+
+FailureOr<SmallVector<Value>>
+mlir::flash::tileAttentionGrad(RewriterBase &rewriter, AttentionGradOp op,
+                               int64_t blockQ, int64_t blockKv) {
+  if (!canTileAttentionGrad(op))
+    return failure();
+  OpBuilder::InsertionGuard guard(rewriter);
+  rewriter.setInsertionPoint(op);
+  return GradTiler(rewriter, op, blockQ, blockKv).run();
+}
