@@ -122,6 +122,12 @@ def _run_cases():
                   {"window": 128, "align": "bottom_right", "return_lse": True}))
     cases.append(("dynamic", (1, 4, 100, 128), (1, 2, 130, 128), (1, 2, 130, 128), "bfloat16",
                   {"causal": True, "align": "bottom_right", "dynamic": True}))
+    # No key at all (Lk = 0) and no query row: every kernel writes 0 and
+    # lse = -inf, or nothing.
+    for kernel in ("wgmma", "mma", "portable"):
+        cases.append(("dynamic-empty-" + kernel, (2, 4, 70, 64), (2, 2, 90, 64),
+                      (2, 2, 90, 64), "bfloat16",
+                      {"return_lse": True, "dynamic": True, "kernel": kernel}))
     # The portable kernel: what no tensor-core kernel takes (f32, kernel=auto),
     # forced on shapes they do take, and PTX for an Ampere chip (JIT-compiled
     # by the driver for the device at hand).
@@ -347,6 +353,24 @@ def test_dynamic_lengths_share_one_kernel():
         err, err_sdpa, _ = _errors(torch, out, q, k, v, **kw)
         assert err <= 2 * err_sdpa + 1e-3, ((b, lq, lk), err, err_sdpa)
     assert len(am._kernels) == before + 1
+
+
+@pytest.mark.parametrize("kernel", ["wgmma", "mma", "portable"])
+def test_no_keys_gives_zero_rows_and_minus_inf_lse(kernel):
+    torch = _cuda()
+    _, _, _, dtype, kw = CASES["dynamic-empty-" + kernel]
+    q, k, v = _inputs(torch, (2, 4, 70, 64), (2, 2, 0, 64), (2, 2, 0, 64), dtype)
+    out = torch.full((2, 4, 70, 64), float("nan"), dtype=q.dtype, device="cuda")
+    out, lse = flash_mlir.attention(q, k, v, out=out, **kw)
+    torch.cuda.synchronize()
+    assert (out == 0).all().item()
+    assert torch.isneginf(lse).all().item()
+    # And a query of no rows is a no-op, not an error.
+    q0 = q[:, :, :0].contiguous()
+    k1, v1 = _inputs(torch, (2, 4, 1, 64), (2, 2, 90, 64), (2, 2, 90, 64), dtype)[1:]
+    out0, lse0 = flash_mlir.attention(q0, k1, v1, **kw)
+    torch.cuda.synchronize()
+    assert out0.shape == (2, 4, 0, 64) and lse0.shape == (2, 4, 0)
 
 
 if __name__ == "__main__":

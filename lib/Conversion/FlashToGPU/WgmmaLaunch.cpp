@@ -109,37 +109,55 @@ static LogicalResult lowerToWgmmaLaunch(RewriterBase &rewriter, AttentionOp op,
   // Host side.
   rewriter.setInsertionPoint(op);
   ImplicitLocOpBuilder b(loc, rewriter);
-  Value q3 = collapseBatchDims(b, q, nb), k3 = collapseBatchDims(b, k, nb),
-        v3 = collapseBatchDims(b, v, nb);
-  SmallVector<Value> args = {makeTma(b, q3, cfg.blockM),
-                             makeTma(b, k3, cfg.blockN),
-                             makeTma(b, v3, cfg.blockN), dataPointer(b, o)};
-  if (op.hasLse())
-    args.push_back(dataPointer(b, lse));
   Value lq = memref::DimOp::create(b, q, nb);
   Value lk = memref::DimOp::create(b, k, nb);
   Value hkv = nb > 0 ? memref::DimOp::create(b, k, nb - 1).getResult()
                      : constIdx(b, 1);
-  args.append({lq, lk, hkv});
   Value bhCount = constIdx(b, 1);
+  SmallVector<Value> batchSizes;
   for (int64_t i = 0; i < nb; ++i) {
-    Value s = memref::DimOp::create(b, q, i);
-    args.push_back(s);
-    bhCount = arith::MulIOp::create(b, bhCount, s);
+    batchSizes.push_back(memref::DimOp::create(b, q, i));
+    bhCount = arith::MulIOp::create(b, bhCount, batchSizes.back());
   }
-  args.append(captures.begin(), captures.end());
 
+  // No query row or no head: nothing to write. No key (Lk = 0) still
+  // launches, so that every row writes 0 and lse = -inf; a TMA descriptor
+  // needs a non-empty tensor, so K and V are then described by Q and O,
+  // which have the same inner dims and are never read (no tile is visible).
   Value zero = constIdx(b, 0);
   Value nonEmpty = arith::AndIOp::create(
-      b,
-      arith::AndIOp::create(
-          b, arith::CmpIOp::create(b, arith::CmpIPredicate::sgt, lq, zero),
-          arith::CmpIOp::create(b, arith::CmpIPredicate::sgt, lk, zero)),
+      b, arith::CmpIOp::create(b, arith::CmpIPredicate::sgt, lq, zero),
       arith::CmpIOp::create(b, arith::CmpIPredicate::sgt, bhCount, zero));
   auto ifLaunch = scf::IfOp::create(b, nonEmpty, /*withElse=*/false);
   {
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(ifLaunch.thenBlock());
+    auto dynamic3 = [&](Value m3) {
+      auto t = cast<MemRefType>(m3.getType());
+      return memref::CastOp::create(
+                 b,
+                 MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic,
+                                  t.getDimSize(2)},
+                                 t.getElementType()),
+                 m3)
+          .getResult();
+    };
+    Value noKeys =
+        arith::CmpIOp::create(b, arith::CmpIPredicate::eq, lk, zero);
+    Value q3 = collapseBatchDims(b, q, nb);
+    Value k3 = arith::SelectOp::create(
+        b, noKeys, dynamic3(q3), dynamic3(collapseBatchDims(b, k, nb)));
+    Value v3 = arith::SelectOp::create(
+        b, noKeys, dynamic3(collapseBatchDims(b, o, nb)),
+        dynamic3(collapseBatchDims(b, v, nb)));
+    SmallVector<Value> args = {makeTma(b, q3, cfg.blockM),
+                               makeTma(b, k3, cfg.blockN),
+                               makeTma(b, v3, cfg.blockN), dataPointer(b, o)};
+    if (op.hasLse())
+      args.push_back(dataPointer(b, lse));
+    args.append({lq, lk, hkv});
+    args.append(batchSizes.begin(), batchSizes.end());
+    args.append(captures.begin(), captures.end());
     Value gx = arith::CeilDivSIOp::create(b, lq, constIdx(b, cfg.blockM));
     SmemLayout layout(cfg, spec);
     launchOnStream(b, kernel, gx, bhCount, cfg.threads(), layout.total, args,
