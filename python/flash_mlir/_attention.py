@@ -195,6 +195,7 @@ class AttentionKernel:
     def __init__(self, ir, device, pipeline, options, lse, path):
         self.ir, self.device, self.pipeline, self.options = ir, device, pipeline, options
         self.lse, self.path = lse, path
+        self._launch = None
         if device == "cpu":
             from .cpu import HostLibrary
             self._lib = HostLibrary(path)
@@ -230,6 +231,9 @@ class AttentionKernel:
     def _call_cuda(self, q, k, v, out, lse_out):
         import torch
         q, k, v = (x.contiguous() for x in (q, k, v))
+        if k.device != q.device or v.device != q.device:
+            raise ValueError("q, k and v must be on one device, got %s, %s, %s"
+                             % (q.device, k.device, v.device))
         if out is None:
             out = torch.empty(q.shape[:-1] + v.shape[-1:], dtype=q.dtype, device=q.device)
         _check_out(out, q.shape[:-1] + v.shape[-1:], q.dtype, out.is_contiguous())
@@ -240,7 +244,10 @@ class AttentionKernel:
             if lse_out is None:
                 lse_out = torch.empty(q.shape[:-1], dtype=torch.float32, device=q.device)
             args.append(lse_out)
-        self._lib(FUNC_NAME, *args, pass_stream=True)
+        launch = self._launch
+        if launch is None:
+            launch = self._launch = self._lib.launcher(FUNC_NAME, [a.dim() for a in args])
+        launch(args, torch.cuda.current_stream(q.device))
         return (out, lse_out) if self.lse else out
 
 
@@ -345,8 +352,8 @@ def _forget_kernels():
 
 
 def _array_key(x):
-    shape = x.shape
-    return (type(x), str(x.dtype), tuple(shape), getattr(x, "is_cuda", False))
+    # dtype and shape objects of torch and NumPy are hashable themselves.
+    return (type(x), x.dtype, x.shape, getattr(x, "is_cuda", False))
 
 
 def _kernel_for(q, k, v, scale, causal, window, align, return_lse, dynamic, pipeline, cache,
