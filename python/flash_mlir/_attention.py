@@ -351,6 +351,15 @@ def _forget_kernels():
         _fast_kernels.clear()
 
 
+def _requires_grad(*xs):
+    """Whether torch autograd must see this call (torch is imported only if
+    the arrays are its tensors)."""
+    if not any(type(x).__module__.startswith("torch") for x in xs):
+        return False
+    import torch
+    return torch.is_grad_enabled() and any(getattr(x, "requires_grad", False) for x in xs)
+
+
 def _array_key(x):
     # dtype and shape objects of torch and NumPy are hashable themselves.
     return (type(x), x.dtype, x.shape, getattr(x, "is_cuda", False))
@@ -408,6 +417,17 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align="top_left
     # Before the kernel lookup: True == 1 and 2.0 == 2 as dictionary keys.
     _check_scale(scale)
     _check_window(window)
+    if _requires_grad(q, k, v):
+        if any(getattr(x, "is_cuda", False) for x in (q, k, v)):
+            raise NotImplementedError(
+                "flash_mlir.attention: gradients of CUDA tensors are not implemented yet; "
+                "call it under torch.no_grad(), detach q, k and v, or use CPU tensors")
+        if out is not None:
+            raise ValueError("out= cannot be used when q, k or v require grad")
+        from ._autograd import attention_with_grad
+        return attention_with_grad(q, k, v, scale=scale, causal=causal, window=window,
+                                   align=align, return_lse=return_lse, dynamic=dynamic,
+                                   pipeline=pipeline, cache=cache, options=options)
     fast = None
     if cache:
         try:
@@ -426,19 +446,6 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align="top_left
                                         dynamic, pipeline, cache, options)
         if fast is not None:
             _fast_kernels[fast] = (kernel, kind, elt)
-    if kind.startswith("torch"):
-        import torch
-        if torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v)):
-            if kind == "torch-cuda":
-                raise NotImplementedError(
-                    "flash_mlir.attention: gradients of CUDA tensors are not implemented yet; "
-                    "call it under torch.no_grad(), detach q, k and v, or use CPU tensors")
-            if out is not None:
-                raise ValueError("out= cannot be used when q, k or v require grad")
-            from ._autograd import attention_with_grad
-            return attention_with_grad(q, k, v, scale=scale, causal=causal, window=window,
-                                       align=align, return_lse=return_lse, pipeline=pipeline,
-                                       options=options)
     if kind == "torch-cpu":
         import torch
         res = kernel(_host_view(q), _host_view(k), _host_view(v),

@@ -29,11 +29,12 @@ def _grad_kernel(q, k, v, elt, scale, causal, window, align, pipeline, options):
 class _Attention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, cfg):
-        scale, causal, window, align, pipeline, options = cfg
+        scale, causal, window, align, dynamic, pipeline, cache, options = cfg
         with torch.no_grad():
             o, lse = am.attention(q.detach(), k.detach(), v.detach(), scale=scale,
                                   causal=causal, window=window, align=align,
-                                  return_lse=True, pipeline=pipeline, **options)
+                                  return_lse=True, dynamic=dynamic, pipeline=pipeline,
+                                  cache=cache, **options)
         ctx.save_for_backward(q, k, v, o, lse)
         ctx.cfg = cfg
         ctx.mark_non_differentiable(lse)
@@ -42,7 +43,7 @@ class _Attention(torch.autograd.Function):
     @staticmethod
     def backward(ctx, do, dlse):
         q, k, v, o, lse = ctx.saved_tensors
-        scale, causal, window, align, pipeline, options = ctx.cfg
+        scale, causal, window, align, _, pipeline, _, options = ctx.cfg
         elt = am._TORCH_TYPES[str(q.dtype)]
         kernel = _grad_kernel(q, k, v, elt, scale, causal, window, align, pipeline, options)
         do = do.to(q.dtype).contiguous()
@@ -55,7 +56,10 @@ class _Attention(torch.autograd.Function):
         return dq, dk, dv, None
 
 
-def attention_with_grad(q, k, v, *, scale, causal, window, align, return_lse, pipeline,
-                        options):
-    o, lse = _Attention.apply(q, k, v, (scale, causal, window, align, pipeline, options))
+def attention_with_grad(q, k, v, *, scale, causal, window, align, return_lse, dynamic,
+                        pipeline, cache, options):
+    """The forward honours every keyword of attention(); the backward kernel
+    is built for the arrays' shapes (and cached like every kernel)."""
+    o, lse = _Attention.apply(q, k, v, (scale, causal, window, align, dynamic, pipeline,
+                                        cache, options))
     return (o, lse) if return_lse else o

@@ -322,3 +322,25 @@ def test_no_grad_and_detached_inputs_skip_autograd(rng):
     with torch.no_grad():
         assert not attention(q, q, q).requires_grad
     assert not attention(q.detach(), q.detach(), q.detach()).requires_grad
+
+
+def test_autograd_keeps_the_forward_keywords(rng):
+    # dynamic= and the pipeline options reach the forward kernel under
+    # autograd too (one dynamic kernel for two lengths), not silently dropped.
+    torch = pytest.importorskip("torch")
+    import flash_mlir._attention as am
+    before = len(am._kernels)
+    for lq, lk in ((21, 30), (33, 47)):
+        q = torch.from_numpy(rand(rng, (2, lq, 16))).requires_grad_()
+        k = torch.from_numpy(rand(rng, (2, lk, 16))).requires_grad_()
+        v = torch.from_numpy(rand(rng, (2, lk, 8))).requires_grad_()
+        w = torch.from_numpy(rand(rng, (2, lq, 8)))
+        out = attention(q, k, v, causal=True, dynamic=True, block_q=8, block_kv=16)
+        (out * w).sum().backward()
+        want_o, want = _torch_reference_grads(q, k, v, w, True, None, "top_left")
+        assert rel_err(out.detach().numpy(), want_o.numpy()) <= 1e-5
+        for x, g in zip((q, k, v), want):
+            assert rel_err(x.grad.numpy(), g.numpy()) <= 1e-5
+    forward_kernels = [key for key in am._kernels if key[0] != "grad"]
+    assert len(am._kernels) - before == 3  # one dynamic forward, two gradients
+    assert any("?x" in key[0] for key in forward_kernels)
