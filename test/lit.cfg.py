@@ -25,6 +25,16 @@ config.environment["FILECHECK_OPTS"] = "-enable-var-scope --allow-unused-prefixe
 llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()
 
+# A sanitized build (FLASH_SANITIZE): every process gets the shared ASan
+# runtime first, so the plugin in mlir-opt and the C API in python3 run
+# instrumented too. config.asan_options (CMakeLists.txt says why) leaves leaks
+# and LLVM's allocator poisoning out.
+if config.asan_runtime:
+    config.environment["LD_PRELOAD"] = config.asan_runtime
+    config.environment["ASAN_OPTIONS"] = config.asan_options
+    config.environment["UBSAN_OPTIONS"] = "print_stacktrace=1"
+    config.available_features.add("asan")
+
 tool_dirs = [config.flash_tools_dir, config.llvm_tools_dir]
 # Every flash-opt run, on a RUN line or started by a test's script, checks
 # that its input and its output print, parse and print again identically, so
