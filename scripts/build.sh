@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Configures and builds flash-mlir in ./build against Debian's LLVM/MLIR 22.
 # FLASH_SANITIZE=1: the ASan + UBSan configuration (clang-22) in
-# ./build-sanitize instead.
+# ./build-sanitize instead, with the libFuzzer target.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CONFIG=(-DCMAKE_BUILD_TYPE=Release)

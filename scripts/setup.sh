@@ -8,7 +8,7 @@ PACKAGES=(
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
   libzstd-dev zlib1g-dev libcurl4-openssl-dev libedit-dev
   libomp-dev
-  clang-22 libclang-rt-22-dev
+  clang-22 libclang-rt-22-dev libfuzzer-22-dev
   python3 python3-numpy python3-pytest python3-torch
 )
 

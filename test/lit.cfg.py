@@ -49,6 +49,9 @@ tools = [
     ToolSubst("mlir-translate", unresolved="ignore"),
     ToolSubst("llc", unresolved="ignore"),
 ]
+if os.path.exists(os.path.join(config.flash_tools_dir, "flash-pipeline-fuzzer")):
+    config.available_features.add("fuzzer")
+    tools.append("flash-pipeline-fuzzer")
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 # `not` (and the other LLVM test utilities) by name on RUN lines.
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
