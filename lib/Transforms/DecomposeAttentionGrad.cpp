@@ -66,20 +66,9 @@ struct GradDecomposer : LinalgBuilder {
     in[nb - 1] = in[nb - 1] * group + b.getAffineDimExpr(g);
     Value groups = tensor::EmptyOp::create(
         b, loc, ArrayRef<OpFoldResult>{b.getIndexAttr(group)}, f32);
-    Value out = filled(kvShape, 0.0);
-    return linalg::GenericOp::create(
-               b, loc, out.getType(), ValueRange{full, groups},
-               ValueRange{out},
-               ArrayRef<AffineMap>{AffineMap::get(n, 0, in, b.getContext()),
-                                   map(n, {g}), map(n, range(0, rank))},
-               iterators(rank, 1),
-               [&](OpBuilder &nested, Location l, ValueRange args) {
-                 linalg::YieldOp::create(
-                     nested, l,
-                     arith::AddFOp::create(nested, l, args[2], args[0])
-                         .getResult());
-               })
-        .getResult(0);
+    return accumulate(ValueRange{full, groups},
+                      {AffineMap::get(n, 0, in, b.getContext()), map(n, {g})},
+                      filled(kvShape, 0.0), map(n, range(0, rank)), n, 1);
   }
 
   FailureOr<SmallVector<Value>> run() {
@@ -197,29 +186,11 @@ struct GradDecomposer : LinalgBuilder {
     Value dT = grads.getResult(1);
 
     // dQ = scale dT K   loops (b.., i, d, j)
-    Value scaleCst = arith::ConstantOp::create(
-        b, loc, b.getF32FloatAttr(scaleValue));
-    auto scaled = [&](Value x) {
-      auto type = cast<RankedTensorType>(x.getType());
-      int64_t rank = type.getRank();
-      AffineMap id = map(rank, range(0, rank));
-      return linalg::GenericOp::create(
-                 b, loc, type, ValueRange{x}, ValueRange{x},
-                 ArrayRef<AffineMap>{id, id}, iterators(rank),
-                 [&](OpBuilder &nested, Location l, ValueRange args) {
-                   linalg::YieldOp::create(
-                       nested, l,
-                       arith::MulFOp::create(nested, l, args[0], scaleCst)
-                           .getResult());
-                 })
-          .getResult(0);
-    };
     int64_t dd = nb + 1, jj = nb + 2;
     SmallVector<OpFoldResult> dqShape(qShape);
     Value dQ = contract(dT, map(n, withBatch({i, jj})), key,
                         map(n, withBatch({jj, dd})), filled(dqShape, 0.0),
                         map(n, withBatch({i, dd})), n, 1);
-    dQ = scaled(dQ);
 
     // dK = scale dTᵀ Q, dV = Pᵀ dO (full query heads)   loops (b.., j, x, i)
     int64_t jr = nb, x = nb + 1, ir = nb + 2;
@@ -231,7 +202,6 @@ struct GradDecomposer : LinalgBuilder {
     Value dKFull = contract(dT, map(n, withBatch({ir, jr})), op.getQuery(),
                             map(n, withBatch({ir, x})), filled(kFull, 0.0),
                             map(n, withBatch({jr, x})), n, 1);
-    dKFull = scaled(dKFull);
     Value dVFull = contract(p, map(n, withBatch({ir, jr})), op.getGradOut(),
                             map(n, withBatch({ir, x})), filled(vFull, 0.0),
                             map(n, withBatch({jr, x})), n, 1);
@@ -240,8 +210,8 @@ struct GradDecomposer : LinalgBuilder {
     if (failed(dK) || failed(dV))
       return failure();
 
-    SmallVector<Value> results = {castInto(dQ, op.getGradQueryInit()),
-                                  castInto(*dK, op.getGradKeyInit()),
+    SmallVector<Value> results = {castInto(dQ, op.getGradQueryInit(), scaleValue),
+                                  castInto(*dK, op.getGradKeyInit(), scaleValue),
                                   castInto(*dV, op.getGradValueInit())};
 
     // Capture gradients: each read's contribution reduced over the loops it
@@ -272,37 +242,16 @@ struct GradDecomposer : LinalgBuilder {
           inExprs[dim] = b.getAffineDimExpr(pos);
         AffineMap inMap = AffineMap::get(sRank, 0, inExprs, b.getContext());
         AffineMap outMap = map(sRank, range(0, read.dims.size()));
-        Value init = filled(part, 0.0);
         Value reducedV =
-            linalg::GenericOp::create(
-                b, loc, init.getType(), ValueRange{grads.getResult(2 + r)},
-                ValueRange{init}, ArrayRef<AffineMap>{inMap, outMap},
-                iterators(read.dims.size(), reduced.size()),
-                [&](OpBuilder &nested, Location l, ValueRange args) {
-                  linalg::YieldOp::create(
-                      nested, l,
-                      arith::AddFOp::create(nested, l, args[1], args[0])
-                          .getResult());
-                })
-                .getResult(0);
+            accumulate(ValueRange{grads.getResult(2 + r)}, {inMap},
+                       filled(part, 0.0), outMap, sRank, reduced.size());
         int64_t cRank = cShape.size();
         SmallVector<OpFoldResult> offsets(cRank, b.getIndexAttr(0)),
             strides(cRank, b.getIndexAttr(1));
         Value window = tensor::ExtractSliceOp::create(b, loc, acc, offsets,
                                                       part, strides);
         AffineMap id = map(cRank, range(0, cRank));
-        Value sum =
-            linalg::GenericOp::create(
-                b, loc, window.getType(), ValueRange{reducedV},
-                ValueRange{window}, ArrayRef<AffineMap>{id, id},
-                iterators(cRank),
-                [&](OpBuilder &nested, Location l, ValueRange args) {
-                  linalg::YieldOp::create(
-                      nested, l,
-                      arith::AddFOp::create(nested, l, args[1], args[0])
-                          .getResult());
-                })
-                .getResult(0);
+        Value sum = accumulate(ValueRange{reducedV}, {id}, window, id, cRank, 0);
         acc = tensor::InsertSliceOp::create(b, loc, sum, acc, offsets, part,
                                             strides);
       }

@@ -114,17 +114,43 @@ struct LinalgBuilder {
     return generic.getResult(0);
   }
 
-  /// `src` (f32) converted into `init`'s element type, same shape.
-  Value castInto(Value src, Value init) const {
+  /// init[o] += ins[0][i] over `numLoops` loops whose last `numReduction`
+  /// are reductions; further inputs only give loop extents.
+  Value accumulate(ValueRange ins, ArrayRef<AffineMap> inMaps, Value init,
+                   AffineMap initMap, int64_t numLoops,
+                   int64_t numReduction) const {
+    SmallVector<AffineMap> maps(inMaps);
+    maps.push_back(initMap);
+    return linalg::GenericOp::create(
+               b, loc, init.getType(), ins, ValueRange{init}, maps,
+               iterators(numLoops - numReduction, numReduction),
+               [&](OpBuilder &nested, Location l, ValueRange args) {
+                 linalg::YieldOp::create(
+                     nested, l,
+                     arith::AddFOp::create(nested, l, args.back(), args[0])
+                         .getResult());
+               })
+        .getResult(0);
+  }
+
+  /// `src` (f32), times `scale` when given, converted into `init`'s element
+  /// type, same shape.
+  Value castInto(Value src, Value init,
+                 std::optional<float> scale = std::nullopt) const {
     auto type = cast<RankedTensorType>(init.getType());
     int64_t rank = type.getRank();
     Type elem = type.getElementType();
     AffineMap id = map(rank, range(0, rank));
+    Value factor;
+    if (scale)
+      factor = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(*scale));
     return linalg::GenericOp::create(
                b, loc, type, ValueRange{src}, ValueRange{init},
                ArrayRef<AffineMap>{id, id}, iterators(rank),
                [&](OpBuilder &nested, Location l, ValueRange args) {
                  Value x = args[0];
+                 if (factor)
+                   x = arith::MulFOp::create(nested, l, x, factor);
                  if (elem != f32)
                    x = elem.getIntOrFloatBitWidth() < 32
                            ? arith::TruncFOp::create(nested, l, elem, x)

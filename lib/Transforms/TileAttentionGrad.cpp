@@ -149,27 +149,8 @@ struct GradTiler : LinalgBuilder {
   /// place instead of copying a temporary into it.
   Value finish(Value x, Value dest, ValueRange batch, Value row0, Value rows,
                bool scaled) {
-    auto type = cast<RankedTensorType>(x.getType());
-    Value init = slice(dest, batch, row0, rows);
-    Type elemType = cast<RankedTensorType>(init.getType()).getElementType();
-    AffineMap id = map(type.getRank(), range(0, type.getRank()));
-    Value scaleCst = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(scale));
-    return linalg::GenericOp::create(
-               b, loc, init.getType(), ValueRange{x}, ValueRange{init},
-               ArrayRef<AffineMap>{id, id}, iterators(type.getRank()),
-               [&](OpBuilder &nested, Location l, ValueRange args) {
-                 Value v = args[0];
-                 if (scaled)
-                   v = arith::MulFOp::create(nested, l, v, scaleCst);
-                 if (elemType != f32)
-                   v = elemType.getIntOrFloatBitWidth() < 32
-                           ? arith::TruncFOp::create(nested, l, elemType, v)
-                                 .getResult()
-                           : arith::ExtFOp::create(nested, l, elemType, v)
-                                 .getResult();
-                 linalg::YieldOp::create(nested, l, v);
-               })
-        .getResult(0);
+    return castInto(x, slice(dest, batch, row0, rows),
+                    scaled ? std::optional<float>(scale) : std::nullopt);
   }
 
   /// Inserts tile `x` ([rows, X]) into `dest` at (batch..., row0, 0).

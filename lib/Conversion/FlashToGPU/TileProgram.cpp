@@ -162,11 +162,8 @@ Value gpu_lowering::inlineScoreMod(ImplicitLocOpBuilder &b, Region &scoreMod,
   Block &body = scoreMod.front();
   int64_t nb = batchIdx.size();
   IRMapping map;
-  map.map(body.getArgument(0), score);
-  for (int64_t d = 0; d < nb; ++d)
-    map.map(body.getArgument(1 + d), batchIdx[d]);
-  map.map(body.getArgument(1 + nb), row);
-  map.map(body.getArgument(2 + nb), col);
+  // The capture arguments stay unmapped: their reads become loads below.
+  mapScoreModArguments(map, body, score, batchIdx, row, col, ValueRange());
   unsigned firstCapture = 3 + nb;
   for (Operation &op : body.without_terminator()) {
     if (auto ex = dyn_cast<tensor::ExtractOp>(&op)) {

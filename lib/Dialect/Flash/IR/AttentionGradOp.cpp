@@ -110,17 +110,6 @@ LogicalResult AttentionGradOp::verifyRegions() {
 
 LogicalResult AttentionGradOp::reifyResultShapes(
     OpBuilder &builder, ReifiedRankedShapedTypeDims &reifiedReturnShapes) {
-  for (Value init : getInits()) {
-    auto type = cast<RankedTensorType>(init.getType());
-    SmallVector<OpFoldResult> shape;
-    for (int64_t d = 0; d < type.getRank(); ++d) {
-      if (type.isDynamicDim(d))
-        shape.push_back(
-            tensor::DimOp::create(builder, getLoc(), init, d).getResult());
-      else
-        shape.push_back(builder.getIndexAttr(type.getDimSize(d)));
-    }
-    reifiedReturnShapes.push_back(shape);
-  }
+  reifyInitShapes(builder, getLoc(), getInits(), reifiedReturnShapes);
   return success();
 }

@@ -341,33 +341,45 @@ LogicalResult AttentionOp::verifyRegions() {
 
 LogicalResult AttentionOp::reifyResultShapes(
     OpBuilder &builder, ReifiedRankedShapedTypeDims &reifiedReturnShapes) {
-  for (Value init : getInits()) {
+  reifyInitShapes(builder, getLoc(), getInits(), reifiedReturnShapes);
+  return success();
+}
+
+void mlir::flash::reifyInitShapes(OpBuilder &builder, Location loc,
+                                  ValueRange inits,
+                                  ReifiedRankedShapedTypeDims &shapes) {
+  for (Value init : inits) {
     auto type = cast<RankedTensorType>(init.getType());
     SmallVector<OpFoldResult> shape;
     for (int64_t d = 0; d < type.getRank(); ++d) {
       if (type.isDynamicDim(d))
         shape.push_back(
-            tensor::DimOp::create(builder, getLoc(), init, d).getResult());
+            tensor::DimOp::create(builder, loc, init, d).getResult());
       else
         shape.push_back(builder.getIndexAttr(type.getDimSize(d)));
     }
-    reifiedReturnShapes.push_back(shape);
+    shapes.push_back(shape);
   }
-  return success();
 }
 
-Value mlir::flash::buildScoreMod(OpBuilder &b, AttentionOp op, Value s,
-                                 ValueRange batch, Value i, Value j) {
-  Block &body = op.getScoreMod().front();
+void mlir::flash::mapScoreModArguments(IRMapping &mapping, Block &body,
+                                       Value s, ValueRange batch, Value i,
+                                       Value j, ValueRange captures) {
   int64_t nb = batch.size();
-  IRMapping mapping;
   mapping.map(body.getArgument(0), s);
   for (int64_t d = 0; d < nb; ++d)
     mapping.map(body.getArgument(1 + d), batch[d]);
   mapping.map(body.getArgument(1 + nb), i);
   mapping.map(body.getArgument(2 + nb), j);
-  for (auto [k, capture] : llvm::enumerate(op.getCaptures()))
+  for (auto [k, capture] : llvm::enumerate(captures))
     mapping.map(body.getArgument(3 + nb + k), capture);
+}
+
+Value mlir::flash::buildScoreMod(OpBuilder &b, AttentionOp op, Value s,
+                                 ValueRange batch, Value i, Value j) {
+  Block &body = op.getScoreMod().front();
+  IRMapping mapping;
+  mapScoreModArguments(mapping, body, s, batch, i, j, op.getCaptures());
   for (Operation &inner : body.without_terminator())
     b.clone(inner, mapping);
   return mapping.lookup(body.getTerminator()->getOperand(0));

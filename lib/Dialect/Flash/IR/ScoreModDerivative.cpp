@@ -127,15 +127,8 @@ FailureOr<ScoreModGradient> mlir::flash::buildScoreModGradient(
   Block &body = scoreMod.front();
   unsigned nb = batch.size();
   unsigned numIndices = nb + 2;
-  unsigned firstCapture = firstCaptureArg(body, numIndices);
   IRMapping map;
-  map.map(body.getArgument(0), s);
-  for (unsigned d = 0; d < nb; ++d)
-    map.map(body.getArgument(1 + d), batch[d]);
-  map.map(body.getArgument(1 + nb), i);
-  map.map(body.getArgument(2 + nb), j);
-  for (auto [k, capture] : llvm::enumerate(captures))
-    map.map(body.getArgument(firstCapture + k), capture);
+  mapScoreModArguments(map, body, s, batch, i, j, captures);
   for (Operation &op : body.without_terminator())
     b.clone(op, map);
 

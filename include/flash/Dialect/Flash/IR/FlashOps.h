@@ -6,6 +6,7 @@
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/Attributes.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/IRMapping.h"
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/Interfaces/ControlFlowInterfaces.h"
@@ -46,6 +47,16 @@ Value getAlignmentQueryLength(AttentionOp op, Value lq);
 /// Returns the modified score. `op` must have a score_mod region.
 Value buildScoreMod(OpBuilder &b, AttentionOp op, Value s, ValueRange batch,
                     Value i, Value j);
+
+/// The shapes of `inits` (the results of a destination-style attention op).
+void reifyInitShapes(OpBuilder &builder, Location loc, ValueRange inits,
+                     ReifiedRankedShapedTypeDims &shapes);
+
+/// Maps the arguments of a score_mod region's block: the score, the batch
+/// indices, the query row, the key column, then the captures.
+void mapScoreModArguments(IRMapping &mapping, Block &body, Value s,
+                          ValueRange batch, Value i, Value j,
+                          ValueRange captures);
 
 /// The shape and element-type rules every attention op's operands obey
 /// (query, key, value and an output `[batch..., Lq, Dv]` named `outName` in
