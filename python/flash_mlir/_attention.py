@@ -100,6 +100,20 @@ def _mask_clause(causal, window, align):
     return ""
 
 
+def _checked_signature(q_shape, k_shape, v_shape, scale):
+    """The shapes as tuples of sizes and the scale (default 1/sqrt(D)),
+    checked by kind."""
+    q_shape, k_shape, v_shape = (tuple(_check_dim(n, d) for d in s) for n, s in
+                                 (("q_shape", q_shape), ("k_shape", k_shape),
+                                  ("v_shape", v_shape)))
+    if len(q_shape) < 2:
+        raise ValueError("q must have shape [batch..., Lq, D], got %s" % (q_shape,))
+    scale = _check_scale(scale)
+    if scale is None:
+        scale = 1.0 / math.sqrt(q_shape[-1]) if q_shape[-1] else 1.0
+    return q_shape, k_shape, v_shape, scale
+
+
 def attention_ir(q_shape, k_shape, v_shape, dtype="f32", *, scale=None, causal=False,
                  window=None, align="top_left", lse=False, dynamic=False, name=FUNC_NAME):
     """The module attention() compiles: one function in destination-passing
@@ -112,14 +126,7 @@ def attention_ir(q_shape, k_shape, v_shape, dtype="f32", *, scale=None, causal=F
     implies the causal bound; align places the diagonal when Lq != Lk.
     dynamic: Lq, Lk and the batch dims before the heads are `?`, so one
     compiled kernel serves every length (the memref descriptors carry them)."""
-    q_shape, k_shape, v_shape = (tuple(_check_dim(n, d) for d in s) for n, s in
-                                 (("q_shape", q_shape), ("k_shape", k_shape),
-                                  ("v_shape", v_shape)))
-    if len(q_shape) < 2:
-        raise ValueError("q must have shape [batch..., Lq, D], got %s" % (q_shape,))
-    scale = _check_scale(scale)
-    if scale is None:
-        scale = 1.0 / math.sqrt(q_shape[-1]) if q_shape[-1] else 1.0
+    q_shape, k_shape, v_shape, scale = _checked_signature(q_shape, k_shape, v_shape, scale)
     o_shape = q_shape[:-1] + v_shape[-1:]
     l_shape = q_shape[:-1]
     if dynamic:
@@ -155,14 +162,7 @@ def attention_grad_ir(q_shape, k_shape, v_shape, dtype="f32", *, scale=None, cau
     """The module of attention()'s backward: flash.attention_grad in
     destination-passing style on memrefs (q, k, v, o, do, lse -> dq, dk, dv),
     P recomputed from the forward's log-sum-exp. Arguments as attention_ir."""
-    q_shape, k_shape, v_shape = (tuple(_check_dim(n, d) for d in s) for n, s in
-                                 (("q_shape", q_shape), ("k_shape", k_shape),
-                                  ("v_shape", v_shape)))
-    if len(q_shape) < 2:
-        raise ValueError("q must have shape [batch..., Lq, D], got %s" % (q_shape,))
-    scale = _check_scale(scale)
-    if scale is None:
-        scale = 1.0 / math.sqrt(q_shape[-1]) if q_shape[-1] else 1.0
+    q_shape, k_shape, v_shape, scale = _checked_signature(q_shape, k_shape, v_shape, scale)
     o_shape = q_shape[:-1] + v_shape[-1:]
     ins = [("q", q_shape, dtype), ("k", k_shape, dtype), ("v", v_shape, dtype),
            ("o", o_shape, dtype), ("do", o_shape, dtype), ("lse", q_shape[:-1], "f32")]
