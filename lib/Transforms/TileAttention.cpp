@@ -519,10 +519,8 @@ struct FlashTileAttentionPass
     for (AttentionGradOp op : grads) {
       FailureOr<SmallVector<Value>> results =
           tileAttentionGrad(rewriter, op, blockQ, blockKv);
-      if (failed(results)) {
-        op.emitOpError("could not be tiled");
+      if (failed(results))
         return signalPassFailure();
-      }
       rewriter.replaceOp(op, *results);
     }
   }

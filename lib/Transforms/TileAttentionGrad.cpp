@@ -82,6 +82,8 @@ struct GradTiler : LinalgBuilder {
   /// The recomputed probabilities of one tile and the score gradient before
   /// score_mod, dT = P (dP - delta) · d score_mod/dt. `batch` holds the
   /// query's batch indices (score_mod sees them); i0, j0 the tile's origin.
+  bool failedGrad = false;
+
   TileGrads tile(Value qT, Value kT, Value vT, Value doT, Value lseT,
                  Value deltaT, ValueRange batch, Value i0, Value j0,
                  Value rows, Value cols) {
@@ -107,10 +109,15 @@ struct GradTiler : LinalgBuilder {
           Value der = arith::ConstantOp::create(nested, l,
                                                 nested.getF32FloatAttr(1.0));
           if (scoreMod) {
+            // The verifier admitted only differentiable regions.
             FailureOr<ScoreModGradient> g = buildScoreModGradient(
                 nested, l, *scoreMod, op.getCaptures(), t, batch, i, j);
-            sc = g->score;
-            der = g->dScore;
+            if (succeeded(g)) {
+              sc = g->score;
+              der = g->dScore;
+            } else {
+              failedGrad = true;
+            }
           }
           if (Value allowed =
                   buildMaskPredicate(nested, l, mask, i, j, lq, lk)) {
@@ -319,6 +326,8 @@ struct GradTiler : LinalgBuilder {
       insert(dQ, forall.getRegionIterArgs()[0], qBatch, i0, rows);
       results[0] = forall.getResult(0);
     }
+    if (failedGrad)
+      return op.emitOpError("could not differentiate its score_mod region");
     return results;
   }
 };
