@@ -367,3 +367,77 @@ raise::peelRepeatInterleave(RewriterBase &rewriter, Location loc, Value x,
                             SmallVectorImpl<Operation *> &created) {
   return peelGroup(rewriter, loc, x, headDim, created);
 }
+
+std::optional<SmallVector<int64_t>>
+raise::operandPerm(AffineMap map, ArrayRef<unsigned> loops) {
+  if (map.getNumResults() != loops.size())
+    return std::nullopt;
+  SmallVector<int64_t> perm;
+  for (unsigned l : loops) {
+    std::optional<unsigned> pos =
+        map.getResultPosition(getAffineDimExpr(l, map.getContext()));
+    if (!pos)
+      return std::nullopt;
+    perm.push_back(*pos);
+  }
+  return perm;
+}
+
+AffineMap raise::scoreSpaceMap(linalg::LinalgOp op,
+                               ArrayRef<unsigned> batchLoops, unsigned iLoop,
+                               unsigned jLoop, SmallVectorImpl<int64_t> &extents) {
+  MLIRContext *ctx = op.getContext();
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  unsigned nb = batchLoops.size();
+  SmallVector<AffineExpr> assign(op.getNumLoops(),
+                                 getAffineConstantExpr(0, ctx));
+  extents.clear();
+  for (auto [k, loop] : llvm::enumerate(batchLoops)) {
+    assign[loop] = getAffineDimExpr(k, ctx);
+    extents.push_back(ranges[loop]);
+  }
+  assign[iLoop] = getAffineDimExpr(nb, ctx);
+  assign[jLoop] = getAffineDimExpr(nb + 1, ctx);
+  extents.push_back(ranges[iLoop]);
+  extents.push_back(ranges[jLoop]);
+  return AffineMap::get(nb + 2, 0, assign, ctx);
+}
+
+Value raise::toResultLayout(RewriterBase &rewriter, Location loc, Value v,
+                            linalg::LinalgOp op, ArrayRef<unsigned> loops) {
+  AffineMap out = op.getMatchingIndexingMap(op.getDpsInitOperand(0));
+  SmallVector<int64_t> perm;
+  bool identity = true;
+  for (unsigned r = 0; r < out.getNumResults(); ++r) {
+    int64_t pos = llvm::find(loops, out.getDimPosition(r)) - loops.begin();
+    perm.push_back(pos);
+    identity &= pos == static_cast<int64_t>(r);
+  }
+  if (identity)
+    return v;
+  return materializeOperand(rewriter, loc, OperandView{v, perm});
+}
+
+Value raise::castElements(RewriterBase &rw, Location loc, Value v, Type to) {
+  auto type = cast<RankedTensorType>(v.getType());
+  if (type.getElementType() == to)
+    return v;
+  SmallVector<OpFoldResult> sizes = tensor::getMixedSizes(rw, loc, v);
+  Value empty = tensor::EmptyOp::create(rw, loc, sizes, to);
+  int64_t rank = type.getRank();
+  AffineMap id = rw.getMultiDimIdentityMap(rank);
+  SmallVector<utils::IteratorType> its(rank, utils::IteratorType::parallel);
+  bool widen = cast<FloatType>(type.getElementType()).getWidth() <
+               cast<FloatType>(to).getWidth();
+  return linalg::GenericOp::create(
+             rw, loc, empty.getType(), ValueRange{v}, ValueRange{empty},
+             ArrayRef<AffineMap>{id, id}, its,
+             [&](OpBuilder &b, Location l, ValueRange args) {
+               Value r = widen ? arith::ExtFOp::create(b, l, to, args[0])
+                                     .getResult()
+                               : arith::TruncFOp::create(b, l, to, args[0])
+                                     .getResult();
+               linalg::YieldOp::create(b, l, r);
+             })
+      .getResult(0);
+}

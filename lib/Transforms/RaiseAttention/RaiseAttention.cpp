@@ -21,6 +21,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Dominance.h"
+#include "mlir/IR/IRMapping.h"
 #include "mlir/IR/Matchers.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -61,31 +62,6 @@ static bool isCandidateTree(Node *p) {
   walk(p);
   return hasContraction && (findOp(p, "math.exp") ||
                             containsKind(p, Node::Kind::Reduce));
-}
-
-/// `v` with float elements of type `to` (a generic of extf/truncf).
-static Value castTensor(RewriterBase &rw, Location loc, Value v, Type to) {
-  auto type = cast<RankedTensorType>(v.getType());
-  if (type.getElementType() == to)
-    return v;
-  SmallVector<OpFoldResult> sizes = tensor::getMixedSizes(rw, loc, v);
-  Value empty = tensor::EmptyOp::create(rw, loc, sizes, to);
-  int64_t rank = type.getRank();
-  AffineMap id = rw.getMultiDimIdentityMap(rank);
-  SmallVector<utils::IteratorType> its(rank, utils::IteratorType::parallel);
-  bool widen = cast<FloatType>(type.getElementType()).getWidth() <
-               cast<FloatType>(to).getWidth();
-  return linalg::GenericOp::create(
-             rw, loc, empty.getType(), ValueRange{v}, ValueRange{empty},
-             ArrayRef<AffineMap>{id, id}, its,
-             [&](OpBuilder &b, Location l, ValueRange args) {
-               Value r = widen ? arith::ExtFOp::create(b, l, to, args[0])
-                                     .getResult()
-                               : arith::TruncFOp::create(b, l, to, args[0])
-                                     .getResult();
-               linalg::YieldOp::create(b, l, r);
-             })
-      .getResult(0);
 }
 
 /// The block argument `v` is, looking through extf/truncf.
@@ -210,8 +186,16 @@ public:
   DenseSet<Operation *> erased;
 
 private:
+  /// Builds the gradient op at `at` and replaces the graph's dQ, dK, dV.
+  void replaceBackward(BackwardMatch &bw, AttentionOp attn, Value q, Value k,
+                       Value v, Operation *at);
+
   RewriterBase &rw;
   bool remarks;
+  /// Contractions a backward match examined: a refused training graph has
+  /// explained itself at its forward, and they are no attention of their
+  /// own.
+  DenseSet<Operation *> explained;
 
   void refuse(const Refusal &why, linalg::LinalgOp pv) {
     if (!remarks)
@@ -221,15 +205,84 @@ private:
   }
 };
 
+/// `v * c` elementwise.
+static Value scaleElements(RewriterBase &rw, Location loc, Value v, double c) {
+  auto type = cast<RankedTensorType>(v.getType());
+  Value empty = tensor::EmptyOp::create(
+      rw, loc, tensor::getMixedSizes(rw, loc, v), type.getElementType());
+  AffineMap id = rw.getMultiDimIdentityMap(type.getRank());
+  SmallVector<utils::IteratorType> its(type.getRank(),
+                                       utils::IteratorType::parallel);
+  return linalg::GenericOp::create(
+             rw, loc, empty.getType(), ValueRange{v}, ValueRange{empty},
+             ArrayRef<AffineMap>{id, id}, its,
+             [&](OpBuilder &b, Location l, ValueRange args) {
+               Value f = arith::ConstantOp::create(
+                   b, l, FloatAttr::get(type.getElementType(), c));
+               linalg::YieldOp::create(
+                   b, l, arith::MulFOp::create(b, l, args[0], f).getResult());
+             })
+      .getResult(0);
+}
+
+void Raiser::replaceBackward(BackwardMatch &bw, AttentionOp attn, Value q,
+                             Value k, Value v, Operation *at) {
+  OpBuilder::InsertionGuard guard(rw);
+  rw.setInsertionPoint(at);
+  Location loc = at->getLoc();
+  Value out = attn.getResult(0);
+  Value gradOut = materializeOperand(rw, loc, bw.gradOut);
+  gradOut = castElements(rw, loc, gradOut, getElementTypeOrSelf(out.getType()));
+  if (gradOut.getType() != out.getType())
+    gradOut = tensor::CastOp::create(rw, loc, out.getType(), gradOut);
+  // Each gradient in the element type the graph computes it in.
+  SmallVector<Value> inits;
+  auto initLike = [&](Value like, GradContraction *g) {
+    Type elem = g && g->op ? getElementTypeOrSelf(g->op->getResult(0).getType())
+                           : getElementTypeOrSelf(like.getType());
+    inits.push_back(tensor::EmptyOp::create(
+        rw, loc, tensor::getMixedSizes(rw, loc, like), elem));
+  };
+  initLike(q, &bw.dq);
+  initLike(k, &bw.dk);
+  initLike(v, &bw.dv);
+  for (Value c : attn.getCaptures())
+    if (isa<FloatType>(getElementTypeOrSelf(c.getType())))
+      initLike(c, nullptr);
+  auto grad = AttentionGradOp::create(
+      rw, loc, TypeRange(ValueRange(inits)), q, k, v, out, gradOut,
+      attn.getResult(1), inits, attn.getCaptures(), attn.getScaleAttr(),
+      attn.getMaskAttr());
+  if (attn.hasScoreMod()) {
+    IRMapping map;
+    attn.getScoreMod().cloneInto(&grad.getScoreMod(), map);
+  }
+  GradContraction *grads[] = {&bw.dq, &bw.dk, &bw.dv};
+  for (auto [idx, g] : llvm::enumerate(grads)) {
+    if (!g->op)
+      continue;
+    Value r = grad.getResult(idx);
+    // The op's gradient times what the graph's chain rule multiplied in
+    // beyond it (1 when the graph differentiates its own scale).
+    if (std::abs(g->factor - 1.0) > 1e-6)
+      r = scaleElements(rw, loc, r, g->factor);
+    r = toResultLayout(rw, loc, r, g->op, g->loops);
+    Type type = g->op->getResult(0).getType();
+    if (r.getType() != type)
+      r = tensor::CastOp::create(rw, loc, type, r);
+    rw.replaceOp(g->op, r);
+    erased.insert(g->op);
+  }
+}
+
 bool Raiser::run(linalg::LinalgOp pv) {
-  if (!isContraction(pv))
+  if (!isContraction(pv) || explained.contains(pv))
     return false;
   FailureOr<linalg::ContractionDimensions> dims =
       linalg::inferContractionDims(pv);
   if (failed(dims) || dims->k.size() != 1)
     return false;
   MLIRContext *ctx = pv.getContext();
-  SmallVector<int64_t> ranges = pv.getStaticLoopRanges();
   SmallVector<AffineMap> pvMaps = pv.getIndexingMapsArray();
 
   // Pick the operand that is a softmax-like tree over a contraction.
@@ -244,19 +297,9 @@ bool Raiser::run(linalg::LinalgOp pv) {
     PVLayout l{o, SmallVector<unsigned>(dims->batch.begin(), dims->batch.end()),
                pSide[0], dims->k[0], vSide[0]};
     llvm::sort(l.batchLoops);
-    unsigned nb = l.batchLoops.size();
-    SmallVector<AffineExpr> assign(pv.getNumLoops(),
-                                   getAffineConstantExpr(0, ctx));
     SmallVector<int64_t> extents;
-    for (auto [k, loop] : llvm::enumerate(l.batchLoops)) {
-      assign[loop] = getAffineDimExpr(k, ctx);
-      extents.push_back(ranges[loop]);
-    }
-    assign[l.iLoop] = getAffineDimExpr(nb, ctx);
-    assign[l.jLoop] = getAffineDimExpr(nb + 1, ctx);
-    extents.push_back(ranges[l.iLoop]);
-    extents.push_back(ranges[l.jLoop]);
-    AffineMap loopMap = AffineMap::get(nb + 2, 0, assign, ctx);
+    AffineMap loopMap =
+        scoreSpaceMap(pv, l.batchLoops, l.iLoop, l.jLoop, extents);
     auto t = std::make_unique<ScoreTracer>(ctx, extents);
     Node *n = t->trace(pv.getDpsInputs()[o], pvMaps[o].compose(loopMap));
     if (isCandidateTree(n)) {
@@ -454,12 +497,52 @@ bool Raiser::run(linalg::LinalgOp pv) {
   if (failed(plan))
     return fail();
 
-  // Link 4: no intermediate that depends on the scores escapes.
+  // Operands in the fused op's layout [batch..., L, D].
+  SmallVector<unsigned> qkBatch(loopOfScore.begin(), loopOfScore.begin() + nb);
+  SmallVector<unsigned> qLoops(qkBatch), kLoops(qkBatch), vLoops(
+                                                              layout.batchLoops);
+  qLoops.append({qi, dk});
+  kLoops.append({kj, dk});
+  vLoops.append({layout.jLoop, layout.eLoop});
+  SmallVector<AffineMap> qkMaps = qk.getIndexingMapsArray();
+  auto qPerm = operandPerm(qkMaps[qOperand], qLoops);
+  auto kPerm = operandPerm(qkMaps[1 - qOperand], kLoops);
+  auto vPerm = operandPerm(pvMaps[1 - layout.pOperand], vLoops);
+  if (!qPerm || !kPerm || !vPerm) {
+    why = {!qPerm || !kPerm ? qkOp : pvOp,
+           "an operand of the matmuls is broadcast or indexed by a map "
+           "that is not a permutation of [batch..., L, D]"};
+    return fail();
+  }
+
+  double scale = plan->scale;
+  llvm::SetVector<Operation *> seen;
+  OperandView qView = lookThroughOperand(qk.getDpsInputs()[qOperand], *qPerm,
+                                         &scale, seen);
+  OperandView kView = lookThroughOperand(qk.getDpsInputs()[1 - qOperand],
+                                         *kPerm, &scale, seen);
+  OperandView vView = lookThroughOperand(pv.getDpsInputs()[1 - layout.pOperand],
+                                         *vPerm, nullptr, seen);
+  if (!isSupportedFloat(getElementTypeOrSelf(qView.value.getType())) ||
+      !isSupportedFloat(getElementTypeOrSelf(kView.value.getType())) ||
+      !isSupportedFloat(getElementTypeOrSelf(vView.value.getType()))) {
+    why = {qkOp, "Q, K or V has elements that are not bf16, f16 or f32"};
+    return fail();
+  }
+
+  // Link 4: no intermediate that depends on the scores escapes, except
+  // into a recognised backward (a training graph), which the gradient op
+  // then replaces too.
+  std::optional<BackwardMatch> bw;
+  DenseSet<Operation *> bwEnds;
+  auto inBackward = [&](Operation *op) {
+    return bw && (bw->ops.contains(op) || bwEnds.contains(op));
+  };
   DenseMap<Operation *, bool> dependent;
   std::function<bool(Operation *)> dependsOnScores = [&](Operation *op) {
     if (op == qkOp)
       return true;
-    if (!t.visited.contains(op))
+    if (!t.visited.contains(op) && !(bw && bw->ops.contains(op)))
       return false;
     if (auto it = dependent.find(op); it != dependent.end())
       return it->second;
@@ -480,7 +563,8 @@ bool Raiser::run(linalg::LinalgOp pv) {
       ends.insert(deferred->cast);
   }
   auto inChain = [&](Operation *op) {
-    return op == qkOp || ends.contains(op) || t.visited.contains(op);
+    return op == qkOp || ends.contains(op) || t.visited.contains(op) ||
+           inBackward(op);
   };
 
   // The row log-sum-exp is the one intermediate the fused op can hand out
@@ -541,24 +625,71 @@ bool Raiser::run(linalg::LinalgOp pv) {
     absorbMemo[op] = ok;
     return ok;
   };
-  for (Operation *op : chain) {
-    if (!dependsOnScores(op))
-      continue;
-    for (Operation *user : op->getUsers()) {
-      if (inChain(user))
+  // The uses of score-dependent intermediates outside the chain.
+  auto escapes = [&]() {
+    lseRoots.clear();
+    absorbed.clear();
+    absorbMemo.clear();
+    dependent.clear();
+    SmallVector<std::pair<Operation *, Operation *>> found;
+    SmallVector<Operation *> all(chain);
+    if (bw)
+      all.append(bw->ops.begin(), bw->ops.end());
+    for (Operation *op : all) {
+      if (!dependsOnScores(op))
         continue;
-      if (isLseRoot(op)) {
-        if (!llvm::is_contained(lseRoots, op))
-          lseRoots.push_back(op);
-        continue;
+      for (Operation *user : op->getUsers()) {
+        if (inChain(user))
+          continue;
+        if (isLseRoot(op)) {
+          if (!llvm::is_contained(lseRoots, op))
+            lseRoots.push_back(op);
+          continue;
+        }
+        if (absorbs(user))
+          continue;
+        found.push_back({op, user});
       }
-      if (absorbs(user))
-        continue;
-      why = {op, "an intermediate of the attention (result of '" +
-                     op->getName().getStringRef().str() +
-                     "') is also used by '" +
-                     user->getName().getStringRef().str() +
-                     "' outside the chain"};
+    }
+    return found;
+  };
+  auto escapeMessage = [](std::pair<Operation *, Operation *> e) {
+    return "an intermediate of the attention (result of '" +
+           e.first->getName().getStringRef().str() + "') is also used by '" +
+           e.second->getName().getStringRef().str() + "' outside the chain";
+  };
+  SmallVector<std::pair<Operation *, Operation *>> escaped = escapes();
+  if (!escaped.empty()) {
+    // A training graph: the backward reads P (or exp, or the softmax's
+    // inputs) too.
+    Refusal bwWhy;
+    DenseSet<Operation *> examined;
+    FailureOr<BackwardMatch> match = failure();
+    if (!deferred) {
+      ForwardFacts fwd{x, &*plan, nb, qkOp, pvOp, qView, kView, vView,
+                       static_cast<float>(scale)};
+      SmallVector<Operation *> users;
+      for (auto [op, user] : escaped)
+        users.push_back(user);
+      match = matchBackward(fwd, users, examined, bwWhy);
+      explained.insert(examined.begin(), examined.end());
+    }
+    if (failed(match)) {
+      if (examined.empty())
+        why = {escaped.front().first, escapeMessage(escaped.front())};
+      else
+        why = {bwWhy.at, escapeMessage(escaped.front()) +
+                             ", in a backward that is not recognised: " +
+                             bwWhy.why};
+      return fail();
+    }
+    bw = std::move(*match);
+    for (GradContraction *g : {&bw->dq, &bw->dk, &bw->dv})
+      if (g->op)
+        bwEnds.insert(g->op);
+    escaped = escapes();
+    if (!escaped.empty()) {
+      why = {escaped.front().first, escapeMessage(escaped.front())};
       return fail();
     }
   }
@@ -573,56 +704,35 @@ bool Raiser::run(linalg::LinalgOp pv) {
                       "would produce it"};
         return fail();
       }
-
-  // Operands in the fused op's layout [batch..., L, D].
-  auto permFor = [&](AffineMap m, ArrayRef<unsigned> loops)
-      -> std::optional<SmallVector<int64_t>> {
-    if (m.getNumResults() != loops.size())
-      return std::nullopt;
-    SmallVector<int64_t> perm;
-    for (unsigned l : loops) {
-      std::optional<unsigned> pos =
-          m.getResultPosition(getAffineDimExpr(l, ctx));
-      if (!pos)
-        return std::nullopt;
-      perm.push_back(*pos);
+  // The gradient op goes before the first gradient matmul: the forward's
+  // results and dO must be there.
+  Operation *firstGrad = nullptr;
+  if (bw) {
+    for (GradContraction *g : {&bw->dq, &bw->dk, &bw->dv}) {
+      if (!g->op)
+        continue;
+      if (g->op->getBlock() != pvOp->getBlock() ||
+          !pvOp->isBeforeInBlock(g->op)) {
+        why = {g->op, "a matmul of the backward comes before the forward's "
+                      "second matmul, where the fused op would produce the "
+                      "output and its log-sum-exp"};
+        return fail();
+      }
+      if (!firstGrad || g->op->isBeforeInBlock(firstGrad))
+        firstGrad = g->op;
     }
-    return perm;
-  };
-  SmallVector<unsigned> qkBatch(loopOfScore.begin(), loopOfScore.begin() + nb);
-  SmallVector<unsigned> qLoops(qkBatch), kLoops(qkBatch), vLoops(
-                                                              layout.batchLoops);
-  qLoops.append({qi, dk});
-  kLoops.append({kj, dk});
-  vLoops.append({layout.jLoop, layout.eLoop});
-  SmallVector<AffineMap> qkMaps = qk.getIndexingMapsArray();
-  auto qPerm = permFor(qkMaps[qOperand], qLoops);
-  auto kPerm = permFor(qkMaps[1 - qOperand], kLoops);
-  auto vPerm = permFor(pvMaps[1 - layout.pOperand], vLoops);
-  if (!qPerm || !kPerm || !vPerm) {
-    why = {!qPerm || !kPerm ? qkOp : pvOp,
-           "an operand of the matmuls is broadcast or indexed by a map "
-           "that is not a permutation of [batch..., L, D]"};
-    return fail();
+    if (!dom.properlyDominates(bw->gradOut.value, firstGrad)) {
+      why = {firstGrad, "the output's gradient dO is defined after the "
+                        "first matmul of the backward"};
+      return fail();
+    }
   }
 
   rw.setInsertionPoint(pvOp);
   Location loc = pvOp->getLoc();
-  double scale = plan->scale;
-  llvm::SetVector<Operation *> seen;
-  OperandView qView = lookThroughOperand(qk.getDpsInputs()[qOperand], *qPerm,
-                                         &scale, seen);
-  OperandView kView = lookThroughOperand(qk.getDpsInputs()[1 - qOperand],
-                                         *kPerm, &scale, seen);
-  OperandView vView = lookThroughOperand(pv.getDpsInputs()[1 - layout.pOperand],
-                                         *vPerm, nullptr, seen);
-  if (!isSupportedFloat(getElementTypeOrSelf(qView.value.getType())) ||
-      !isSupportedFloat(getElementTypeOrSelf(kView.value.getType())) ||
-      !isSupportedFloat(getElementTypeOrSelf(vView.value.getType()))) {
-    why = {qkOp, "Q, K or V has elements that are not bf16, f16 or f32"};
-    return fail();
-  }
-  if (nb > 0) {
+  // Training keeps K and V as the graph's gradients see them: dK and dV of
+  // the repeated heads.
+  if (nb > 0 && !bw) {
     SmallVector<Operation *> created;
     auto kg = peelRepeatInterleave(rw, loc, kView.value, kView.perm[nb - 1],
                                    created);
@@ -648,9 +758,9 @@ bool Raiser::run(linalg::LinalgOp pv) {
     Type wide = rw.getF32Type();
     if (qe == ke && qe == ve)
       wide = qe;
-    q = castTensor(rw, loc, q, wide);
-    k = castTensor(rw, loc, k, wide);
-    v = castTensor(rw, loc, v, wide);
+    q = castElements(rw, loc, q, wide);
+    k = castElements(rw, loc, k, wide);
+    v = castElements(rw, loc, v, wide);
   }
 
   CaptureList captures;
@@ -664,7 +774,7 @@ bool Raiser::run(linalg::LinalgOp pv) {
   outSizes.push_back(vSizes[nb + 1]);
   SmallVector<Value> inits{
       tensor::EmptyOp::create(rw, loc, outSizes, outElem).getResult()};
-  if (!lseRoots.empty()) {
+  if (!lseRoots.empty() || bw) {
     SmallVector<OpFoldResult> lseSizes(qSizes.begin(),
                                        qSizes.begin() + nb + 1);
     inits.push_back(
@@ -682,27 +792,9 @@ bool Raiser::run(linalg::LinalgOp pv) {
   Value result = attn.getResult(0);
 
   // Back to the PV's own output layout.
-  AffineMap pvOut = pv.getMatchingIndexingMap(pv.getDpsInitOperand(0));
-  SmallVector<int64_t> outPerm;
-  bool identity = true;
-  for (unsigned r = 0; r < pvOut.getNumResults(); ++r) {
-    unsigned loop = pvOut.getDimPosition(r);
-    int64_t pos = loop == layout.iLoop   ? nb
-                  : loop == layout.eLoop ? nb + 1
-                                         : llvm::find(layout.batchLoops, loop) -
-                                               layout.batchLoops.begin();
-    outPerm.push_back(pos);
-    identity &= pos == static_cast<int64_t>(r);
-  }
-  if (!identity) {
-    SmallVector<OpFoldResult> sizes = tensor::getMixedSizes(rw, loc, result);
-    SmallVector<OpFoldResult> tsizes;
-    for (int64_t d : outPerm)
-      tsizes.push_back(sizes[d]);
-    Value empty = tensor::EmptyOp::create(rw, loc, tsizes, outElem);
-    result = linalg::TransposeOp::create(rw, loc, result, empty, outPerm)
-                 ->getResult(0);
-  }
+  SmallVector<unsigned> pvLoops(layout.batchLoops);
+  pvLoops.append({layout.iLoop, layout.eLoop});
+  result = toResultLayout(rw, loc, result, pv, pvLoops);
   Type rootType = root->getResult(0).getType();
   if (result.getType() != rootType)
     result = tensor::CastOp::create(rw, loc, rootType, result);
@@ -723,7 +815,7 @@ bool Raiser::run(linalg::LinalgOp pv) {
       lse = tensor::ExpandShapeOp::create(
           rw, loc, RankedTensorType::get(shape, rw.getF32Type()), lse, re);
     }
-    lse = castTensor(rw, loc, lse, rt.getElementType());
+    lse = castElements(rw, loc, lse, rt.getElementType());
     if (lse.getType() != rt)
       lse = tensor::CastOp::create(rw, loc, rt, lse);
     rw.replaceUsesWithIf(r->getResult(0), lse, [&](OpOperand &use) {
@@ -734,12 +826,20 @@ bool Raiser::run(linalg::LinalgOp pv) {
   SmallVector<Operation *> worklist(chain.begin(), chain.end());
   worklist.append(lseRoots.begin(), lseRoots.end());
   worklist.append(absorbed.begin(), absorbed.end());
+  if (bw) {
+    worklist.append(bw->ops.begin(), bw->ops.end());
+    if (bw->dp)
+      worklist.push_back(bw->dp);
+    ends.insert(bwEnds.begin(), bwEnds.end());
+  }
   for (Operation *op : ends)
     for (Value operand : op->getOperands())
       if (Operation *def = operand.getDefiningOp())
         worklist.push_back(def);
   if (root != pvOp)
     worklist.push_back(pvOp);
+  if (bw)
+    replaceBackward(*bw, attn, q, k, v, firstGrad);
   rw.replaceOp(root, result);
   erased.insert(root);
 

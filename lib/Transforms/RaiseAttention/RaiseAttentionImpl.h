@@ -133,6 +133,22 @@ OperandView lookThroughOperand(Value v, ArrayRef<int64_t> perm, double *scale,
 /// The tensor for `view`: its value, transposed when `perm` is not identity.
 Value materializeOperand(RewriterBase &rewriter, Location loc,
                          const OperandView &view);
+/// Where each of `loops` sits in the results of `map` (a permutation onto
+/// them): operand dim perm[t] is indexed by loops[t]; nullopt otherwise.
+std::optional<SmallVector<int64_t>> operandPerm(AffineMap map,
+                                                ArrayRef<unsigned> loops);
+/// The loops of `op` as score indices (batch..., i, j): batch loop k is score
+/// dim k, `iLoop` dim nb, `jLoop` dim nb + 1, any other loop 0. `extents`
+/// receives the score space's sizes.
+AffineMap scoreSpaceMap(linalg::LinalgOp op, ArrayRef<unsigned> batchLoops,
+                        unsigned iLoop, unsigned jLoop,
+                        SmallVectorImpl<int64_t> &extents);
+/// `v`, laid out as a fused op's result whose dim t is loop loops[t] of
+/// `op`, transposed to the layout of `op`'s result.
+Value toResultLayout(RewriterBase &rewriter, Location loc, Value v,
+                     linalg::LinalgOp op, ArrayRef<unsigned> loops);
+/// `v` with float elements of type `to` (a generic of extf/truncf).
+Value castElements(RewriterBase &rewriter, Location loc, Value v, Type to);
 /// If `x` is a repeat-interleave of fewer heads along dim `headDim` (each
 /// source head repeated G times in a row: collapse of a broadcast over an
 /// inner dim, possibly under further collapses and transposes, as TOSA's
@@ -171,6 +187,9 @@ struct ScoreModPlan {
   Node *body = nullptr;   // null: identity score_mod
   Node *scoreLeaf = nullptr; // the node standing for scale * q.k
 };
+/// A constant the mask fills with: <= -1e4 counts as -inf (the file comment
+/// of ScoreMod.cpp says why).
+bool isMaskFill(const Node *n);
 /// Splits the pre-softmax expression `x` over the score leaf `s` into the
 /// structured mask, the scale and what remains as score_mod.
 FailureOr<ScoreModPlan> planScoreMod(ScoreTracer &t, Node *x, Node *s,
@@ -191,6 +210,41 @@ LogicalResult collectCaptures(RewriterBase &rewriter, Location loc,
 LogicalResult buildScoreModRegion(RewriterBase &rewriter, AttentionOp op,
                                   const ScoreModPlan &plan,
                                   const CaptureList &captures, unsigned rank);
+
+//===- Backward (Backward.cpp) --------------------------------------------===//
+/// What the backward matcher needs of the forward it differentiates.
+struct ForwardFacts {
+  Node *scores = nullptr;  // X, what the softmax normalises
+  const ScoreModPlan *plan = nullptr;
+  unsigned numBatch = 0;
+  Operation *qk = nullptr, *pv = nullptr;
+  OperandView q, k, v;     // the operands as the fused op reads them
+  float scale = 1.0f;      // the fused op's scale
+};
+/// One gradient contraction of the backward: its result is `factor` times
+/// the gradient op's result, whose dim t is loop loops[t] of `op`.
+struct GradContraction {
+  linalg::LinalgOp op;
+  SmallVector<unsigned> loops;
+  double factor = 1.0;
+};
+struct BackwardMatch {
+  GradContraction dq, dk, dv; // op null where the graph does not compute it
+  OperandView gradOut;        // dO in [batch..., Lq, Dv]
+  /// Ops the backward's score-space traces looked through (the chain the
+  /// gradient op replaces), and the dO·Vᵀ contraction.
+  llvm::SetVector<Operation *> ops;
+  Operation *dp = nullptr;
+};
+/// Recognises, among the contractions reachable from `escapes` (the users
+/// of forward intermediates outside the forward chain), autodiff's backward
+/// of the forward: dV = Pᵀ·dO, dP = dO·Vᵀ, dS = P ∘ (dP − rowsum(dP ∘ P)),
+/// dQ = dS·K, dK = dSᵀ·Q, each up to a constant factor. Every contraction
+/// it examined is added to `examined`.
+FailureOr<BackwardMatch> matchBackward(const ForwardFacts &fwd,
+                                       ArrayRef<Operation *> escapes,
+                                       DenseSet<Operation *> &examined,
+                                       Refusal &why);
 
 } // namespace mlir::flash::raise
 

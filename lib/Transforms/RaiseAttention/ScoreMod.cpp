@@ -26,6 +26,11 @@ using namespace mlir;
 using namespace mlir::flash;
 using namespace mlir::flash::raise;
 
+bool raise::isMaskFill(const Node *n) {
+  std::optional<double> v = stripCasts(const_cast<Node *>(n))->getFloat();
+  return v && *v <= -1e4;
+}
+
 namespace {
 /// c_i * i + c_j * j + c0 over the query and key indices.
 struct Linear {
@@ -58,10 +63,7 @@ struct Planner {
     return c;
   }
 
-  static bool isFill(const Node *n) {
-    std::optional<double> v = stripCasts(const_cast<Node *>(n))->getFloat();
-    return v && *v <= -1e4;
-  }
+  static bool isFill(const Node *n) { return isMaskFill(n); }
   static bool isZero(const Node *n) {
     std::optional<double> v = stripCasts(const_cast<Node *>(n))->getFloat();
     return v && *v == 0.0;

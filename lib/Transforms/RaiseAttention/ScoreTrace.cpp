@@ -301,6 +301,18 @@ Node *ScoreTracer::traceLinalg(linalg::LinalgOp op, OpResult res,
       auto it = env.find(operand);
       operands.push_back(it != env.end() ? it->second : leaf(operand, view));
     }
+    // torch-mlir converts a sub's integer alpha inside the body
+    // (x - y * sitofp(1)); folded, the 1 vanishes like any other x * 1.
+    if (isa<arith::SIToFPOp, arith::UIToFPOp>(inner) &&
+        operands[0]->kind == Node::Kind::Const)
+      if (auto i = dyn_cast<IntegerAttr>(operands[0]->cst)) {
+        APInt v = i.getValue();
+        double d = isa<arith::SIToFPOp>(inner) ? double(v.getSExtValue())
+                                               : double(v.getZExtValue());
+        env[inner.getResult(0)] =
+            makeConst(FloatAttr::get(inner.getResult(0).getType(), d));
+        continue;
+      }
     env[inner.getResult(0)] =
         makeOp(inner.getName().getStringRef(), inner.getResult(0).getType(),
                operands, inner.getAttrDictionary(), op);

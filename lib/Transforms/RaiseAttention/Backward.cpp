@@ -1,0 +1,475 @@
+//===- Backward.cpp - autodiff's backward of a recognised attention -------===//
+//
+// A training graph reads the forward's P a second time, in the backward:
+//
+//   dV = Pᵀ·dO    dP = dO·Vᵀ    dS = P ∘ (dP − rowsum_j(dP ∘ P))
+//   dQ = c·dS·K   dK = c·dSᵀ·Q  (c: the scale's chain rule)
+//
+// Each contraction reached from the escaping intermediates is classified by
+// its other operand (the forward's K: dQ; its Q: dK; anything else: dV, whose
+// other operand is dO), and its score-side operand is traced over the score
+// space exactly as the forward's P (ScoreTrace.cpp). That tree is read as a
+// polynomial in three atoms: P (a softmax of the forward's scores, matched by
+// Softmax.cpp), dP (one contraction dO·Vᵀ) and R = rowsum_j(P ∘ dP). Every
+// spelling autodiff emits — torch's grad·out − out·sum(grad·out), JAX's
+// ct·y + y·sum(−ct·y), the hand-written (dP − R) ∘ P — and every placement of
+// the scale's constants reduces to a·(P·dP − P·R), so one comparison accepts
+// them all, and `a` is the factor by which the graph's gradient differs from
+// flash.attention_grad's (1 for a correct chain rule; anything else is kept
+// as an explicit multiply, so the function never changes).
+//
+//===----------------------------------------------------------------------===//
+#include "RaiseAttentionImpl.h"
+
+#include <array>
+#include <cmath>
+#include <map>
+
+using namespace mlir;
+using namespace mlir::flash;
+using namespace mlir::flash::raise;
+
+namespace {
+/// Exponents of P, dP and R in one term.
+using Monomial = std::array<uint8_t, 3>;
+constexpr Monomial kOne{0, 0, 0}, kP{1, 0, 0}, kDP{0, 1, 0}, kR{0, 0, 1},
+    kPdP{1, 1, 0}, kPR{1, 0, 1};
+
+struct Poly {
+  std::map<Monomial, double> terms;
+
+  static Poly term(Monomial m, double c) {
+    Poly p;
+    if (c != 0.0)
+      p.terms[m] = c;
+    return p;
+  }
+  Poly plus(const Poly &o, double sign) const {
+    Poly r = *this;
+    for (auto [m, c] : o.terms)
+      if ((r.terms[m] += sign * c) == 0.0)
+        r.terms.erase(m);
+    return r;
+  }
+  Poly scaled(double c) const {
+    Poly r;
+    for (auto [m, x] : terms)
+      if (x * c != 0.0)
+        r.terms[m] = x * c;
+    return r;
+  }
+  /// The product; nullopt past degree 2 in an atom (nothing of the softmax
+  /// backward is).
+  std::optional<Poly> times(const Poly &o) const {
+    Poly r;
+    for (auto [a, x] : terms)
+      for (auto [b, y] : o.terms) {
+        Monomial m;
+        for (int k = 0; k < 3; ++k) {
+          m[k] = a[k] + b[k];
+          if (m[k] > 2)
+            return std::nullopt;
+        }
+        if ((r.terms[m] += x * y) == 0.0)
+          r.terms.erase(m);
+      }
+    return r;
+  }
+  /// c when the polynomial is c·m alone.
+  std::optional<double> only(Monomial m) const {
+    if (terms.size() != 1 || terms.begin()->first != m)
+      return std::nullopt;
+    return terms.begin()->second;
+  }
+  /// a when the polynomial is a·(P·dP − P·R): the softmax backward.
+  std::optional<double> softmaxGrad() const {
+    auto a = terms.find(kPdP), b = terms.find(kPR);
+    if (terms.size() != 2 || a == terms.end() || b == terms.end())
+      return std::nullopt;
+    if (std::abs(a->second + b->second) > 1e-12 * std::abs(a->second))
+      return std::nullopt;
+    return a->second;
+  }
+};
+
+static bool dependsOn(const Node *n, const Node *leaf) {
+  if (n == leaf)
+    return true;
+  for (Node *o : n->operands)
+    if (dependsOn(o, leaf))
+      return true;
+  return false;
+}
+
+/// Whether d score_mod / d score is 1 wherever the score is not masked out
+/// (the score plus terms free of it, under selects that replace it by a
+/// fill): then flash.attention_grad's dS is the graph's, with no chain rule
+/// through the score_mod for the backward to spell.
+static bool hasUnitDerivative(Node *n, const Node *leaf) {
+  n = stripCasts(n);
+  if (n == leaf)
+    return true;
+  if (n->isOp("arith.addf") || n->isOp("arith.subf")) {
+    bool a = dependsOn(n->operands[0], leaf),
+         b = dependsOn(n->operands[1], leaf);
+    if (a && !b)
+      return hasUnitDerivative(n->operands[0], leaf);
+    if (b && !a && n->isOp("arith.addf"))
+      return hasUnitDerivative(n->operands[1], leaf);
+    return false;
+  }
+  if (n->isOp("arith.select") && !dependsOn(n->operands[0], leaf)) {
+    if (isMaskFill(n->operands[2]))
+      return hasUnitDerivative(n->operands[1], leaf);
+    if (isMaskFill(n->operands[1]))
+      return hasUnitDerivative(n->operands[2], leaf);
+  }
+  return false;
+}
+
+static bool sameView(const OperandView &a, const OperandView &b) {
+  return a.value == b.value && a.perm == b.perm;
+}
+
+class Matcher {
+public:
+  Matcher(const ForwardFacts &fwd, Refusal &why) : fwd(fwd), why(why) {
+    collectMaskSelects(fwd.scores);
+  }
+  FailureOr<BackwardMatch> run(ArrayRef<Operation *> escapes,
+                               DenseSet<Operation *> &examined);
+
+private:
+  enum class Kind { DQ, DK, DV };
+  void collectMaskSelects(Node *n);
+  bool isP(ScoreTracer &t, Node *n);
+  FailureOr<Poly> poly(ScoreTracer &t, Node *n, Operation *at);
+  LogicalResult fail(const Node *n, Operation *at, std::string msg) {
+    why = {n && n->origin ? n->origin : at, std::move(msg)};
+    return failure();
+  }
+  LogicalResult setGradOut(const OperandView &v, Operation *at);
+  LogicalResult classify(linalg::LinalgOp c);
+  FailureOr<double> checkDP();
+
+  const ForwardFacts &fwd;
+  Refusal &why;
+  BackwardMatch m;
+  bool haveGradOut = false;
+  Value dpValue;
+  AffineMap dpMap;
+  /// The forward's mask selects: predicate and the operand (1 or 2) that
+  /// holds the fill.
+  SmallVector<std::pair<Node *, unsigned>> maskSelects;
+};
+} // namespace
+
+void Matcher::collectMaskSelects(Node *n) {
+  if (n->isOp("arith.select"))
+    for (unsigned b : {1u, 2u})
+      if (isMaskFill(n->operands[b]))
+        maskSelects.push_back({n->operands[0], b});
+  for (Node *o : n->operands)
+    collectMaskSelects(o);
+}
+
+bool Matcher::isP(ScoreTracer &t, Node *n) {
+  Refusal ignored;
+  FailureOr<SoftmaxMatch> sm = matchSoftmax(t, n, ignored, nullptr);
+  return succeeded(sm) &&
+         structurallyEqual(stripCasts(sm->scores), stripCasts(fwd.scores));
+}
+
+FailureOr<Poly> Matcher::poly(ScoreTracer &t, Node *n, Operation *at) {
+  if (n->kind == Node::Kind::Const) {
+    if (std::optional<double> c = n->getFloat())
+      return Poly::term(kOne, *c);
+    return fail(n, at, "the softmax gradient uses " + describe(n));
+  }
+  if (isP(t, n))
+    return Poly::term(kP, 1.0);
+  if (n->kind == Node::Kind::Read) {
+    auto def = n->value.getDefiningOp<linalg::LinalgOp>();
+    if (!def || !isContraction(def) || def == fwd.qk || def == fwd.pv ||
+        !n->map.isPermutation())
+      return fail(n, at,
+                  "the softmax gradient reads " + describe(n) +
+                      ", which is neither P nor a matmul dO·Vᵀ (dP)");
+    if (!dpValue) {
+      dpValue = n->value;
+      dpMap = n->map;
+    } else if (dpValue != n->value || dpMap != n->map) {
+      return fail(n, at, "the softmax gradient reads two different matmuls "
+                         "(or one at two positions) as dP");
+    }
+    return Poly::term(kDP, 1.0);
+  }
+  if (n->kind == Node::Kind::Reduce) {
+    std::optional<double> init = n->operands[0]->getFloat();
+    if (n->combiner != "arith.addf" || n->reduced.size() != 1 ||
+        n->reduced[0] != t.rank() - 1 || !init || *init != 0.0)
+      return fail(n, at, "the softmax gradient's reduction is not a sum "
+                         "over the keys from 0");
+    FailureOr<Poly> body = poly(t, n->operands[1], at);
+    if (failed(body))
+      return failure();
+    std::optional<double> b = body->only(kPdP);
+    if (!b)
+      return fail(n, at, "the softmax gradient's row sum is not a sum of "
+                         "dP ∘ P");
+    return Poly::term(kR, *b);
+  }
+  if (n->kind != Node::Kind::Op)
+    return fail(n, at, "the softmax gradient uses " + describe(n));
+  auto operand = [&](unsigned k) { return poly(t, n->operands[k], at); };
+  if (n->isOp("arith.extf") || n->isOp("arith.truncf"))
+    return operand(0);
+  if (n->isOp("arith.negf")) {
+    FailureOr<Poly> a = operand(0);
+    if (failed(a))
+      return failure();
+    return a->scaled(-1.0);
+  }
+  if (n->isOp("arith.addf") || n->isOp("arith.subf") ||
+      n->isOp("arith.mulf")) {
+    FailureOr<Poly> a = operand(0);
+    if (failed(a))
+      return failure();
+    FailureOr<Poly> b = operand(1);
+    if (failed(b))
+      return failure();
+    if (!n->isOp("arith.mulf"))
+      return a->plus(*b, n->isOp("arith.addf") ? 1.0 : -1.0);
+    std::optional<Poly> p = a->times(*b);
+    if (!p)
+      return fail(n, at, "the softmax gradient is not linear in dP");
+    return *p;
+  }
+  if (n->isOp("arith.divf")) {
+    std::optional<double> c = stripCasts(n->operands[1])->getFloat();
+    if (!c || *c == 0.0)
+      return fail(n, at, "the softmax gradient divides by " +
+                             describe(stripCasts(n->operands[1])));
+    FailureOr<Poly> a = operand(0);
+    if (failed(a))
+      return failure();
+    return a->scaled(1.0 / *c);
+  }
+  if (n->isOp("arith.select")) {
+    // The mask's chain rule (torch's masked_fill backward): zero where the
+    // forward filled, which changes nothing because P is 0 there.
+    for (auto [pred, fill] : maskSelects) {
+      if (!structurallyEqual(pred, n->operands[0]))
+        continue;
+      std::optional<double> z = stripCasts(n->operands[fill])->getFloat();
+      if (!z || *z != 0.0)
+        break;
+      return operand(3 - fill);
+    }
+    return fail(n, at, "the softmax gradient selects on a predicate that "
+                       "is not the forward's mask, or keeps a value where "
+                       "the forward masked");
+  }
+  return fail(n, at, "the softmax gradient uses " + describe(n));
+}
+
+LogicalResult Matcher::setGradOut(const OperandView &v, Operation *at) {
+  if (!haveGradOut) {
+    m.gradOut = v;
+    haveGradOut = true;
+    return success();
+  }
+  if (sameView(v, m.gradOut))
+    return success();
+  why = {at, "dV and dP read different tensors as the output's gradient dO"};
+  return failure();
+}
+
+LogicalResult Matcher::classify(linalg::LinalgOp c) {
+  FailureOr<linalg::ContractionDimensions> dims =
+      linalg::inferContractionDims(c);
+  unsigned nb = fwd.numBatch;
+  if (failed(dims) || dims->k.size() != 1 || dims->m.size() != 1 ||
+      dims->n.size() != 1 || dims->batch.size() != nb) {
+    why = {c, "a matmul that reads the attention's probabilities is not a "
+              "batched matmul over one axis (dV, dQ or dK)"};
+    return failure();
+  }
+  SmallVector<unsigned> batch(dims->batch.begin(), dims->batch.end());
+  llvm::sort(batch);
+  SmallVector<AffineMap> maps = c.getIndexingMapsArray();
+  bool reported = false;
+  for (unsigned o = 0; o < 2; ++o) {
+    unsigned scoreFree = (o == 0 ? dims->m : dims->n)[0];
+    unsigned otherFree = (o == 0 ? dims->n : dims->m)[0];
+    unsigned red = dims->k[0];
+    SmallVector<unsigned> otherLoops(batch);
+    otherLoops.append({red, otherFree});
+    std::optional<SmallVector<int64_t>> perm =
+        operandPerm(maps[1 - o], otherLoops);
+    if (!perm)
+      continue;
+    double s = 1.0;
+    llvm::SetVector<Operation *> seen;
+    OperandView other =
+        lookThroughOperand(c.getDpsInputs()[1 - o], *perm, &s, seen);
+    Kind kind = sameView(other, fwd.k)   ? Kind::DQ
+                : sameView(other, fwd.q) ? Kind::DK
+                                         : Kind::DV;
+    unsigned iLoop = kind == Kind::DQ ? scoreFree : red;
+    unsigned jLoop = kind == Kind::DQ ? red : scoreFree;
+    SmallVector<int64_t> extents;
+    AffineMap loopMap = scoreSpaceMap(c, batch, iLoop, jLoop, extents);
+    ScoreTracer t(c.getContext(), extents);
+    Node *n = t.trace(c.getDpsInputs()[o], maps[o].compose(loopMap));
+    if (!readsFrom(n, fwd.qk))
+      continue;
+    reported = true;
+    FailureOr<Poly> p = poly(t, n, c);
+    if (failed(p))
+      return failure();
+    GradContraction g{c, batch, 1.0};
+    g.loops.append({scoreFree, otherFree});
+    GradContraction *slot;
+    if (kind == Kind::DV) {
+      std::optional<double> a = p->only(kP);
+      if (!a) {
+        why = {c, "a matmul contracts the query axis of a function of the "
+                  "probabilities that is neither P (dV = Pᵀ·dO) nor the "
+                  "softmax gradient with the forward's Q (dK)"};
+        return failure();
+      }
+      if (failed(setGradOut(other, c)))
+        return failure();
+      g.factor = *a * s;
+      slot = &m.dv;
+    } else {
+      std::optional<double> a = p->softmaxGrad();
+      if (!a) {
+        why = {c, std::string("the matmul with the forward's ") +
+                      (kind == Kind::DQ ? "K" : "Q") +
+                      " reads a function of the probabilities that is not "
+                      "the softmax gradient P ∘ (dP − rowsum(dP ∘ P))"};
+        return failure();
+      }
+      g.factor = *a * s / double(fwd.scale);
+      slot = kind == Kind::DQ ? &m.dq : &m.dk;
+    }
+    if (slot->op) {
+      why = {c, "two matmuls compute the same gradient of the attention"};
+      return failure();
+    }
+    *slot = g;
+    m.ops.insert(t.visited.begin(), t.visited.end());
+    return success();
+  }
+  if (!reported)
+    why = {c, "a matmul reads the attention's probabilities in a layout "
+              "that is none of dV = Pᵀ·dO, dQ = dS·K, dK = dSᵀ·Q"};
+  return failure();
+}
+
+FailureOr<double> Matcher::checkDP() {
+  auto dp = dpValue.getDefiningOp<linalg::LinalgOp>();
+  unsigned nb = fwd.numBatch;
+  FailureOr<linalg::ContractionDimensions> dims =
+      linalg::inferContractionDims(dp);
+  AffineMap out = dp.getMatchingIndexingMap(dp.getDpsInitOperand(0));
+  if (failed(dims) || dims->k.size() != 1 || !out.isProjectedPermutation() ||
+      out.getNumResults() != nb + 2) {
+    why = {dp, "dP is not a matmul dO·Vᵀ over the value axis"};
+    return failure();
+  }
+  SmallVector<unsigned> loopOfScore(nb + 2);
+  for (unsigned r = 0; r < nb + 2; ++r)
+    loopOfScore[dpMap.getDimPosition(r)] = out.getDimPosition(r);
+  unsigned e = dims->k[0];
+  SmallVector<unsigned> doLoops(loopOfScore.begin(), loopOfScore.begin() + nb);
+  SmallVector<unsigned> vLoops(doLoops);
+  doLoops.append({loopOfScore[nb], e});
+  vLoops.append({loopOfScore[nb + 1], e});
+  SmallVector<AffineMap> maps = dp.getIndexingMapsArray();
+  for (unsigned o = 0; o < 2; ++o) {
+    auto doPerm = operandPerm(maps[o], doLoops);
+    auto vPerm = operandPerm(maps[1 - o], vLoops);
+    if (!doPerm || !vPerm)
+      continue;
+    double s = 1.0;
+    llvm::SetVector<Operation *> seen;
+    OperandView v = lookThroughOperand(dp.getDpsInputs()[1 - o], *vPerm, &s,
+                                       seen);
+    if (!sameView(v, fwd.v)) {
+      why = {dp, "dP = dO·Vᵀ does not read the forward's V"};
+      return failure();
+    }
+    OperandView grad =
+        lookThroughOperand(dp.getDpsInputs()[o], *doPerm, &s, seen);
+    if (failed(setGradOut(grad, dp)))
+      return failure();
+    m.dp = dp;
+    return s;
+  }
+  why = {dp, "dP is not a matmul dO·Vᵀ over the value axis"};
+  return failure();
+}
+
+FailureOr<BackwardMatch> Matcher::run(ArrayRef<Operation *> escapes,
+                                      DenseSet<Operation *> &examined) {
+  const ScoreModPlan &plan = *fwd.plan;
+  if (plan.body && !hasUnitDerivative(plan.body, plan.scoreLeaf)) {
+    why = {fwd.pv, "the score modification's derivative is not 1, and its "
+                   "chain rule in the backward is not recognised"};
+    return failure();
+  }
+  // The contractions that the escaping values reach through elementwise
+  // and reshaping steps: the candidate gradient matmuls.
+  llvm::SetVector<Operation *> candidates;
+  SmallVector<Operation *> worklist(escapes.begin(), escapes.end());
+  DenseSet<Operation *> visited;
+  while (!worklist.empty() && visited.size() < 256) {
+    Operation *op = worklist.pop_back_val();
+    if (!visited.insert(op).second)
+      continue;
+    auto l = dyn_cast<linalg::LinalgOp>(op);
+    if (l && isContraction(l)) {
+      if (op != fwd.qk && op != fwd.pv)
+        candidates.insert(op);
+      continue;
+    }
+    if (!l && !isa<linalg::SoftmaxOp, tensor::ExpandShapeOp,
+                   tensor::CollapseShapeOp, tensor::CastOp>(op))
+      continue;
+    for (Operation *user : op->getUsers())
+      worklist.push_back(user);
+  }
+  if (candidates.empty()) {
+    why = {escapes.front(), "no matmul of a backward (dV, dQ, dK) reads it"};
+    return failure();
+  }
+  for (Operation *c : candidates) {
+    examined.insert(c);
+    if (failed(classify(cast<linalg::LinalgOp>(c))))
+      return failure();
+  }
+  if (fwd.scale == 0.0f && (m.dq.op || m.dk.op)) {
+    why = {fwd.pv, "the scale is 0: the scores' gradient cannot be read "
+                   "back from dQ or dK"};
+    return failure();
+  }
+  if (m.dq.op || m.dk.op) {
+    FailureOr<double> dpFactor = checkDP();
+    if (failed(dpFactor))
+      return failure();
+    m.dq.factor *= *dpFactor;
+    m.dk.factor *= *dpFactor;
+  }
+  return m;
+}
+
+FailureOr<BackwardMatch> raise::matchBackward(const ForwardFacts &fwd,
+                                              ArrayRef<Operation *> escapes,
+                                              DenseSet<Operation *> &examined,
+                                              Refusal &why) {
+  Matcher matcher(fwd, why);
+  return matcher.run(escapes, examined);
+}
