@@ -682,6 +682,30 @@ FLASH_RT_EXPORT int64_t flashRuntimeGetCounter(const char *name) {
   return -1;
 }
 
+// Split decode kernels size their grid by it on every call: one attribute
+// query per device, then a load.
+FLASH_RT_EXPORT int32_t flashRuntimeMultiprocessorCount(void) {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<int32_t> cached[kMaxDevices];
+  if (!currentContext())
+    return 0;
+  CUdevice dev;
+  if (!check(DRV(cuCtxGetDevice)(&dev), "cuCtxGetDevice"))
+    return 0;
+  int ordinal = static_cast<int>(dev);
+  if (ordinal >= 0 && ordinal < kMaxDevices)
+    if (int32_t n = cached[ordinal].load(std::memory_order_relaxed))
+      return n;
+  int n = 0;
+  if (!check(DRV(cuDeviceGetAttribute)(
+                 &n, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev),
+             "cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)"))
+    return 0;
+  if (ordinal >= 0 && ordinal < kMaxDevices)
+    cached[ordinal].store(n, std::memory_order_relaxed);
+  return n;
+}
+
 //===----------------------------------------------------------------------===//
 // mgpu* ABI (the signatures MLIR 22's gpu-to-llvm and SelectObjectAttr emit)
 //===----------------------------------------------------------------------===//

@@ -11,7 +11,7 @@
 // WGMMA: error: 'flash.attention' op convert-flash-to-gpu: element type 'f32' is not supported (bf16 or f16)
 // NOWGMMA: the wgmma kernel needs chip sm_90a, got 'sm_80'
 // BADCHIP: chip 'gfx942' is not an NVIDIA chip this lowering knows
-// BADKERNEL: kernel must be auto, wgmma, mma or portable, got 'fast'
+// BADKERNEL: kernel must be auto, splitkv, wgmma, mma or portable, got 'fast'
 
 // Head dims 96 / 36 (Dv not a multiple of 8: no mma kernel either), GQA 4:2, bottom-right causal, a bias capture and the LSE.
 // CHECK-LABEL: func.func @odd_head_dims

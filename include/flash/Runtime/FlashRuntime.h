@@ -50,6 +50,10 @@ int flashRuntimeCheckPointer(const void *ptr, uint64_t alignment, const char *wh
  * "stream_sync", "mem_alloc", "launch", "tensormap_upload", "tensormap_hit". -1 if unknown. */
 int64_t flashRuntimeGetCounter(const char *name);
 
+/* The current device's SM count (0 without a device), cached per device: the split-KV
+ * decode kernels' host code sizes its grid by it. */
+int32_t flashRuntimeMultiprocessorCount(void);
+
 #ifdef __cplusplus
 }
 #endif

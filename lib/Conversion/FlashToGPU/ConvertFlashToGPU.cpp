@@ -24,7 +24,8 @@ using namespace mlir::flash::gpu_lowering;
 
 ArrayRef<const KernelStrategy *> gpu_lowering::kernelStrategies() {
   static const KernelStrategy *const strategies[] = {
-      &wgmmaStrategy(), &mmaStrategy(), &portableStrategy()};
+      &splitKVStrategy(), &wgmmaStrategy(), &mmaStrategy(),
+      &portableStrategy()};
   return strategies;
 }
 
@@ -36,7 +37,10 @@ static const KernelStrategy *selectStrategy(AttentionOp op,
                                             const ChipInfo &chip,
                                             std::string &why) {
   for (const KernelStrategy *s : kernelStrategies()) {
-    if (options.kernel != "auto" && options.kernel != s->name())
+    bool automatic = options.kernel == "auto";
+    if (!automatic && options.kernel != s->name())
+      continue;
+    if (automatic && !s->autoSelects(op))
       continue;
     why.clear();
     if (s->supports(op, chip, why))

@@ -40,10 +40,10 @@ std::optional<ChipInfo> gpu_lowering::lookupChip(StringRef name) {
 LogicalResult gpu_lowering::verifyKernelOptions(const GPUKernelOptions &o,
                                                 std::string &message) {
   llvm::raw_string_ostream os(message);
-  if (o.kernel != "auto" && o.kernel != "wgmma" && o.kernel != "mma" &&
-      o.kernel != "portable") {
-    os << "kernel must be auto, wgmma, mma or portable, got '" << o.kernel
-       << "'";
+  if (o.kernel != "auto" && o.kernel != "splitkv" && o.kernel != "wgmma" &&
+      o.kernel != "mma" && o.kernel != "portable") {
+    os << "kernel must be auto, splitkv, wgmma, mma or portable, got '"
+       << o.kernel << "'";
     return failure();
   }
   std::optional<ChipInfo> chip = lookupChip(o.chip);
@@ -57,8 +57,13 @@ LogicalResult gpu_lowering::verifyKernelOptions(const GPUKernelOptions &o,
     os << "the wgmma kernel needs chip sm_90a, got '" << o.chip << "'";
     return failure();
   }
-  if (o.kernel == "mma" && !chip->hasMmaSync()) {
-    os << "the mma kernel needs sm_80 or newer, got '" << o.chip << "'";
+  if ((o.kernel == "mma" || o.kernel == "splitkv") && !chip->hasMmaSync()) {
+    os << "the " << o.kernel << " kernel needs sm_80 or newer, got '" << o.chip
+       << "'";
+    return failure();
+  }
+  if (o.splitKV < 0) {
+    os << "split-kv must be >= 0 (0: automatic), got " << o.splitKV;
     return failure();
   }
   if (o.blockM < 0 || o.warpgroups < 0 || o.ctasPerSM < 0 ||

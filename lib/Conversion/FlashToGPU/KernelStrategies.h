@@ -7,6 +7,9 @@
 //   wgmma     sm_90a: a producer warpgroup streams K/V through a TMA ring
 //             with mbarriers; consumer warpgroups issue wgmma from shared
 //             memory (QKᵀ) and registers (PV)          WgmmaKernel.cpp
+//   splitkv   sm_80+, decode (Lq · group <= 64 under kernel=auto): GQA
+//             rows packed into one tile, the key range split over CTAs,
+//             partials merged by LSE                SplitKV*.cpp
 //   mma       sm_80+: cp-style 16-byte copies into padded shared tiles,
 //             ldmatrix B operands, m16n8k16 mma.sync    MmaKernel.cpp
 //   portable  any chip from sm_70, any head dims and float type: plain
@@ -25,6 +28,7 @@
 
 #include "TileProgram.h"
 #include "flash/Conversion/GPUKernelOptions.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 
 #include <optional>
 
@@ -132,6 +136,9 @@ public:
   /// Whether this strategy takes `op` on `chip`; otherwise `why` says why.
   virtual bool supports(AttentionOp op, const ChipInfo &chip,
                         std::string &why) const = 0;
+  /// Whether kernel=auto picks this strategy for `op` when it supports it;
+  /// a strategy built for one regime (decode) declines the others.
+  virtual bool autoSelects(AttentionOp op) const { return true; }
   /// Replaces `op` (already checked with supports) by a kernel and its launch
   /// on the function's stream.
   virtual LogicalResult lower(RewriterBase &rewriter, AttentionOp op,
@@ -140,6 +147,7 @@ public:
                               const ChipInfo &chip) const = 0;
 };
 
+const KernelStrategy &splitKVStrategy();
 const KernelStrategy &wgmmaStrategy();
 const KernelStrategy &mmaStrategy();
 const KernelStrategy &portableStrategy();
@@ -187,6 +195,20 @@ struct MemrefKernelArgs {
   MemrefKernelArgs(Block &entry, const MemrefKernelSpec &spec);
 };
 
+/// The host side's view of those arguments: `args` in the order above, and
+/// the sizes the launch needs.
+struct MemrefLaunchArgs {
+  SmallVector<Value> args;
+  Value hkv, bhCount, lq, lk; // K/V heads, prod(batch sizes of Q), lengths
+};
+/// The kernel arguments of the op's buffers, built at `b`.
+MemrefLaunchArgs memrefLaunchArgs(ImplicitLocOpBuilder &b,
+                                  const OperandBuffers &bufs, int64_t nb);
+/// `scf.if` (Lq > 0 and batch·heads > 0), `b` left inside it: there is
+/// nothing to launch for an empty query, while an empty key still launches
+/// (its rows write 0 and lse = -inf).
+scf::IfOp ifNonEmptyQuery(ImplicitLocOpBuilder &b, const MemrefLaunchArgs &a);
+
 using MemrefKernelBuilder = function_ref<gpu::GPUFuncOp(
     OpBuilder &, Location, gpu::GPUModuleOp, const MemrefKernelSpec &,
     ArrayRef<Type> argTypes)>;
@@ -216,6 +238,57 @@ private:
   int64_t rowsPerBlock, threads;
   Builder build;
 };
+
+//===-- SplitKV*.cpp: decode ----------------------------------------------===//
+
+/// How the split-KV kernel lays out one op: the Lq · group query rows of a
+/// K/V head packed as tile rows (r = q·group + head in group), 16-row
+/// slices over `rowWarps` warps, each tile's keys over `keyWarps` warps.
+struct SplitKVConfig {
+  int64_t group = 1;     // query heads per K/V head
+  int64_t lq = 0;        // static query length
+  int64_t rows = 0;      // lq · group
+  int64_t rowWarps = 1;  // 16-row slices per CTA
+  int64_t keyWarps = 1;  // warps sharing the keys of a tile
+  int64_t tileKeys = 64; // keys per ring stage
+  int64_t stages = 3;    // ring depth
+  int64_t rowsPerBlock() const { return 16 * rowWarps; }
+  int64_t rowBlocks() const { return llvm::divideCeil(rows, rowsPerBlock()); }
+  int64_t keysPerWarp() const { return tileKeys / keyWarps; }
+  int64_t warps() const { return rowWarps * keyWarps; }
+  int64_t threads() const { return 32 * warps(); }
+  int64_t ringBytes(int64_t d, int64_t dv) const;
+  int64_t mergeBytes(int64_t dv) const;
+  /// Dynamic shared memory: the ring, reused for the warps' merge.
+  int64_t smemBytes(int64_t d, int64_t dv) const;
+};
+/// The layout for `op`, or why it has none (a dynamic Lq or head count).
+FailureOr<SplitKVConfig> splitKVConfig(AttentionOp op, std::string &why);
+
+/// The split kernel. Arguments: those of MemrefKernelArgs, then the
+/// partial outputs [splits, bh·Lq, Dv] and lse [splits, bh·Lq] (f32), and
+/// the key tiles per split. grid = (splits, K/V batch·heads · row blocks).
+gpu::GPUFuncOp buildSplitKVKernel(OpBuilder &b, Location loc,
+                                  gpu::GPUModuleOp module,
+                                  const MemrefKernelSpec &spec,
+                                  const SplitKVConfig &cfg,
+                                  ArrayRef<Type> argTypes);
+/// Rows per CTA of the combine kernel (one warp each).
+constexpr int64_t kSplitKVCombineWarps = 4;
+/// The combine kernel, named `combine`. Arguments: the partial outputs and
+/// lse, out [bh, Lq, Dv], [lse [bh, Lq]].
+gpu::GPUFuncOp buildSplitKVCombineKernel(OpBuilder &b, Location loc,
+                                         gpu::GPUModuleOp module,
+                                         const MemrefKernelSpec &spec,
+                                         ArrayRef<Type> argTypes);
+/// Replaces `op` by the split count's computation, the partials' buffers
+/// and the two launches.
+LogicalResult lowerToSplitKVLaunch(RewriterBase &rewriter, AttentionOp op,
+                                   const OperandBuffers &bufs,
+                                   const MemrefKernelSpec &spec,
+                                   const SplitKVConfig &cfg,
+                                   const GPUKernelOptions &options,
+                                   const ChipInfo &chip);
 
 } // namespace mlir::flash::gpu_lowering
 

@@ -76,18 +76,11 @@ MemrefKernelArgs::MemrefKernelArgs(Block &entry, const MemrefKernelSpec &spec) {
     captures.push_back(entry.getArgument(a++));
 }
 
-LogicalResult gpu_lowering::lowerToMemrefLaunch(
-    RewriterBase &rewriter, AttentionOp op, const OperandBuffers &bufs,
-    const MemrefKernelSpec &spec, int64_t rowsPerBlock, int64_t threads,
-    MemrefKernelBuilder build) {
-  Location loc = op.getLoc();
-  int64_t nb = spec.numBatchDims;
-  Value stream = streamArgument(op);
+MemrefLaunchArgs gpu_lowering::memrefLaunchArgs(ImplicitLocOpBuilder &b,
+                                                const OperandBuffers &bufs,
+                                                int64_t nb) {
   // [batch..., L, D] views as [batch·heads, L, D] with dynamic outer sizes,
   // so the kernel's signature depends on the head dims only.
-  OpBuilder::InsertionGuard guard(rewriter);
-  rewriter.setInsertionPoint(op);
-  ImplicitLocOpBuilder b(loc, rewriter);
   auto dynamicOuter = [&](Value m) {
     Value c = collapseBatchDims(b, m, nb);
     auto t = cast<MemRefType>(c.getType());
@@ -100,23 +93,51 @@ LogicalResult gpu_lowering::lowerToMemrefLaunch(
                b, MemRefType::get(shape, t.getElementType()), c)
         .getResult();
   };
-  SmallVector<Value> args = {dynamicOuter(bufs.q), dynamicOuter(bufs.k),
-                             dynamicOuter(bufs.v), dynamicOuter(bufs.out)};
+  MemrefLaunchArgs r;
+  r.args = {dynamicOuter(bufs.q), dynamicOuter(bufs.k), dynamicOuter(bufs.v),
+            dynamicOuter(bufs.out)};
   if (bufs.lse)
-    args.push_back(dynamicOuter(bufs.lse));
-  Value hkv = nb > 0 ? memref::DimOp::create(b, bufs.k, nb - 1).getResult()
-                     : constIdx(b, 1);
-  args.push_back(hkv);
-  Value bhCount = constIdx(b, 1);
+    r.args.push_back(dynamicOuter(bufs.lse));
+  r.hkv = nb > 0 ? memref::DimOp::create(b, bufs.k, nb - 1).getResult()
+                 : constIdx(b, 1);
+  r.args.push_back(r.hkv);
+  r.bhCount = constIdx(b, 1);
   for (int64_t i = 0; i < nb; ++i) {
     Value s = memref::DimOp::create(b, bufs.q, i);
-    args.push_back(s);
-    bhCount = arith::MulIOp::create(b, bhCount, s);
+    r.args.push_back(s);
+    r.bhCount = arith::MulIOp::create(b, r.bhCount, s);
   }
-  args.append(bufs.captures.begin(), bufs.captures.end());
+  r.args.append(bufs.captures.begin(), bufs.captures.end());
+  r.lq = memref::DimOp::create(b, bufs.q, nb);
+  r.lk = memref::DimOp::create(b, bufs.k, nb);
+  return r;
+}
+
+scf::IfOp gpu_lowering::ifNonEmptyQuery(ImplicitLocOpBuilder &b,
+                                        const MemrefLaunchArgs &a) {
+  // No key at all still launches: every row then writes 0 and lse = -inf.
+  Value zero = constIdx(b, 0);
+  Value nonEmpty = arith::AndIOp::create(
+      b, arith::CmpIOp::create(b, arith::CmpIPredicate::sgt, a.lq, zero),
+      arith::CmpIOp::create(b, arith::CmpIPredicate::sgt, a.bhCount, zero));
+  auto ifLaunch = scf::IfOp::create(b, nonEmpty, /*withElse=*/false);
+  b.setInsertionPointToStart(ifLaunch.thenBlock());
+  return ifLaunch;
+}
+
+LogicalResult gpu_lowering::lowerToMemrefLaunch(
+    RewriterBase &rewriter, AttentionOp op, const OperandBuffers &bufs,
+    const MemrefKernelSpec &spec, int64_t rowsPerBlock, int64_t threads,
+    MemrefKernelBuilder build) {
+  Location loc = op.getLoc();
+  Value stream = streamArgument(op);
+  OpBuilder::InsertionGuard guard(rewriter);
+  rewriter.setInsertionPoint(op);
+  ImplicitLocOpBuilder b(loc, rewriter);
+  MemrefLaunchArgs a = memrefLaunchArgs(b, bufs, spec.numBatchDims);
   SmallVector<Type> argTypes;
-  for (Value a : args)
-    argTypes.push_back(a.getType());
+  for (Value v : a.args)
+    argTypes.push_back(v.getType());
 
   gpu::GPUFuncOp kernel;
   {
@@ -124,20 +145,12 @@ LogicalResult gpu_lowering::lowerToMemrefLaunch(
     gpu::GPUModuleOp gmod = newKernelModule(rewriter, op);
     kernel = build(rewriter, loc, gmod, spec, argTypes);
   }
-
-  // No key at all still launches: every row then writes 0 and lse = -inf.
-  Value lq = memref::DimOp::create(b, bufs.q, nb);
-  Value zero = constIdx(b, 0);
-  Value nonEmpty = arith::AndIOp::create(
-      b, arith::CmpIOp::create(b, arith::CmpIPredicate::sgt, lq, zero),
-      arith::CmpIOp::create(b, arith::CmpIPredicate::sgt, bhCount, zero));
-  auto ifLaunch = scf::IfOp::create(b, nonEmpty, /*withElse=*/false);
   {
     OpBuilder::InsertionGuard g(b);
-    b.setInsertionPointToStart(ifLaunch.thenBlock());
-    Value gx = arith::CeilDivSIOp::create(b, lq, constIdx(b, rowsPerBlock));
-    launchOnStream(b, kernel, gx, bhCount, threads, /*dynamicSmemBytes=*/0,
-                   args, stream);
+    ifNonEmptyQuery(b, a);
+    Value gx = arith::CeilDivSIOp::create(b, a.lq, constIdx(b, rowsPerBlock));
+    launchOnStream(b, kernel, gx, a.bhCount, threads, /*dynamicSmemBytes=*/0,
+                   a.args, stream);
   }
   replaceWithDestinations(rewriter, op, bufs);
   return success();

@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "KernelStrategies.h"
+#include "MmaSyncPrimitives.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
@@ -44,90 +45,6 @@ static int64_t mmaTileRows(int64_t d, int64_t dv) {
   while (t > 16 && t * (d + dv + 2 * kPad) * 2 > kTileBudgetBytes)
     t /= 2;
   return t;
-}
-
-static bool mmaKernelSupports(AttentionOp op, std::string &why) {
-  auto fail = [&](const Twine &msg) {
-    why = msg.str();
-    return false;
-  };
-  int64_t nb = op.getNumBatchDims();
-  Type elem = op.getQueryType().getElementType();
-  if ((!elem.isBF16() && !elem.isF16()) ||
-      op.getKeyType().getElementType() != elem ||
-      op.getValueType().getElementType() != elem)
-    return fail("query, key and value must all be bf16 or all f16");
-  int64_t d = op.getQueryType().getDimSize(nb + 1);
-  int64_t dv = op.getValueType().getDimSize(nb + 1);
-  // D is the k of the QKᵀ mma (steps of 16), Dv the n of the PV mma (8).
-  if (ShapedType::isDynamic(d) || ShapedType::isDynamic(dv) || d % 16 ||
-      dv % 8 || d > 256 || dv > 256) {
-    std::string s;
-    llvm::raw_string_ostream(s)
-        << "head dims must be D a multiple of 16 and Dv of 8, both up to "
-           "256, got D = "
-        << d << ", Dv = " << dv;
-    return fail(s);
-  }
-  return true;
-}
-
-/// Two 16-bit elements as one 32-bit mma.sync operand register.
-static Value packPair(ImplicitLocOpBuilder &b, Value lo, Value hi) {
-  auto pair = VectorType::get({2}, lo.getType());
-  Value v = vector::FromElementsOp::create(b, pair, ValueRange{lo, hi});
-  Value c = vector::BitCastOp::create(b, VectorType::get({1}, b.getI32Type()),
-                                      v);
-  return vector::ExtractOp::create(b, c, ArrayRef<int64_t>{0});
-}
-
-/// The two B-operand registers of one m16n8k16 mma from a shared-memory
-/// tile with one ldmatrix.x2: lanes 0-7 address the rows of the first 8×8
-/// matrix, lanes 8-15 those of the second, at (row, col) each.
-static SmallVector<Value, 2> ldmatrixB(ImplicitLocOpBuilder &b, Value tile,
-                                       Value row, Value col, bool transpose) {
-  Type elem = cast<MemRefType>(tile.getType()).getElementType();
-  Value m = nvgpu::LdMatrixOp::create(
-      b, VectorType::get({2, 2}, elem), tile, ValueRange{row, col},
-      b.getBoolAttr(transpose), b.getI32IntegerAttr(2));
-  SmallVector<Value, 2> regs;
-  for (int64_t i = 0; i < 2; ++i) {
-    Value v = vector::ExtractOp::create(b, m, ArrayRef<int64_t>{i});
-    Value c = vector::BitCastOp::create(
-        b, VectorType::get({1}, b.getI32Type()), v);
-    regs.push_back(vector::ExtractOp::create(b, c, ArrayRef<int64_t>{0}));
-  }
-  return regs;
-}
-
-/// acc (4 × f32, one m16n8 fragment) += A (4 regs) · B (2 regs), m16n8k16.
-static SmallVector<Value, 4> mma(ImplicitLocOpBuilder &b, Type elem,
-                                 ArrayRef<Value> a, ArrayRef<Value> bRegs,
-                                 ArrayRef<Value> acc) {
-  MLIRContext *ctx = b.getContext();
-  Type f32 = b.getF32Type();
-  NVVM::MMATypes t = elem.isBF16() ? NVVM::MMATypes::bf16 : NVVM::MMATypes::f16;
-  // NVVM wants f16 operands as vector<2xf16> and bf16 ones as i32.
-  auto operand = [&](Value r) -> Value {
-    if (elem.isBF16())
-      return r;
-    return LLVM::BitcastOp::create(b, VectorType::get({2}, elem), r);
-  };
-  SmallVector<Value> av, bv;
-  for (Value r : a)
-    av.push_back(operand(r));
-  for (Value r : bRegs)
-    bv.push_back(operand(r));
-  auto resTy = LLVM::LLVMStructType::getLiteral(ctx, {f32, f32, f32, f32});
-  Value r = NVVM::MmaOp::create(
-      b, resTy, av, bv, acc, ArrayRef<int64_t>{16, 8, 16}, std::nullopt,
-      std::nullopt, std::array<NVVM::MMATypes, 2>{t, t},
-      std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
-                                     NVVM::MMALayout::col});
-  SmallVector<Value, 4> out;
-  for (int64_t i = 0; i < 4; ++i)
-    out.push_back(LLVM::ExtractValueOp::create(b, r, ArrayRef<int64_t>{i}));
-  return out;
 }
 
 static gpu::GPUFuncOp buildMmaKernel(OpBuilder &ob, Location loc,
@@ -188,18 +105,9 @@ static gpu::GPUFuncOp buildMmaKernel(OpBuilder &ob, Location loc,
   Value rowsC[2] = {arith::MinSIOp::create(b, rows[0], lqLast),
                     arith::MinSIOp::create(b, rows[1], lqLast)};
 
-  // Q as A fragments, loaded once: per 16 columns, a0 = (g, 2t..2t+1),
-  // a1 = (g+8, 2t..), a2 = (g, 2t+8..), a3 = (g+8, 2t+8..).
-  SmallVector<Value> qFrag;
-  for (int64_t ks = 0; ks < D / 16; ++ks)
-    for (int64_t r = 0; r < 4; ++r) {
-      Value row = rowsC[r % 2];
-      Value c = arith::AddIOp::create(b, t2, constIdx(b, 16 * ks + 8 * (r / 2)));
-      Value lo = memref::LoadOp::create(b, args.q, ValueRange{bh, row, c});
-      Value hi = memref::LoadOp::create(
-          b, args.q, ValueRange{bh, row, arith::AddIOp::create(b, c, one)});
-      qFrag.push_back(packPair(b, lo, hi));
-    }
+  // Q as A fragments, loaded once.
+  Value bhRows[2] = {bh, bh};
+  SmallVector<Value> qFrag = loadQueryFragments(b, args.q, bhRows, rowsC, t2, D);
 
   auto [tBegin, tEnd] =
       visibleTileRange(b, spec.mask, q0, kRowsPerBlock, lq, lk, T);
@@ -259,8 +167,8 @@ static gpu::GPUFuncOp buildMmaKernel(OpBuilder &ob, Location loc,
             Value c = arith::AddIOp::create(ib, laneHalf8,
                                             constIdx(ib, 16 * ks));
             SmallVector<Value, 2> bRegs =
-                ldmatrixB(ib, kTile, key, c, /*transpose=*/false);
-            acc = mma(ib, elem, ArrayRef<Value>(qFrag).slice(4 * ks, 4),
+                ldmatrixB(ib, kTile, ValueRange{key, c}, /*transpose=*/false);
+            acc = mmaSync(ib, elem, ArrayRef<Value>(qFrag).slice(4 * ks, 4),
                       bRegs, acc);
           }
           s.append(acc.begin(), acc.end());
@@ -290,8 +198,8 @@ static gpu::GPUFuncOp buildMmaKernel(OpBuilder &ob, Location loc,
           for (int64_t kk = 0; kk < T / 16; ++kk) {
             Value key = arith::AddIOp::create(ib, lane16, constIdx(ib, 16 * kk));
             SmallVector<Value, 2> bRegs =
-                ldmatrixB(ib, vTile, key, col, /*transpose=*/true);
-            acc = mma(ib, elem, ArrayRef<Value>(pFrag).slice(4 * kk, 4),
+                ldmatrixB(ib, vTile, ValueRange{key, col}, /*transpose=*/true);
+            acc = mmaSync(ib, elem, ArrayRef<Value>(pFrag).slice(4 * kk, 4),
                       bRegs, acc);
           }
           std::copy(acc.begin(), acc.end(), o.begin() + 4 * n8);
@@ -347,7 +255,7 @@ public:
       why = "the mma kernel needs sm_80 or newer";
       return false;
     }
-    return mmaKernelSupports(op, why) &&
+    return mmaSyncSupports(op, why) &&
            succeeded(memrefKernelSpec(op, why));
   }
 

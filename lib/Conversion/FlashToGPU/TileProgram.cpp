@@ -229,6 +229,17 @@ Value gpu_lowering::updateRunningSum(ImplicitLocOpBuilder &b, Value l,
   return arith::AddFOp::create(b, scaled, rowSum);
 }
 
+PartialMerge gpu_lowering::mergePartial(ImplicitLocOpBuilder &b, Value m,
+                                        Value l, Value pm, Value pl) {
+  MaxUpdate u = updateRunningMax(b, m, pm);
+  PartialMerge r;
+  r.m = u.m;
+  r.alpha = u.alpha;
+  r.beta = exp2Approx(b, arith::SubFOp::create(b, pm, u.mUse));
+  r.l = updateRunningSum(b, l, u.alpha, arith::MulFOp::create(b, r.beta, pl));
+  return r;
+}
+
 RowResult gpu_lowering::finishRow(ImplicitLocOpBuilder &b, Value m, Value l,
                                   bool withLse) {
   Value zero = constF32(b, 0.0), one = constF32(b, 1.0);
@@ -253,6 +264,15 @@ ScoreContext gpu_lowering::makeScoreContext(
     ImplicitLocOpBuilder &b, MaskAttr mask, Region *scoreMod,
     const Value rows[2], Value colBase, Value laneCol, Value lq, Value lk,
     ArrayRef<Value> batchIdx, ArrayRef<Value> captures, bool needsMask) {
+  return makeScoreContext(b, mask, scoreMod, rows, colBase, laneCol, lq, lk,
+                          {batchIdx, batchIdx}, captures, needsMask);
+}
+
+ScoreContext gpu_lowering::makeScoreContext(
+    ImplicitLocOpBuilder &b, MaskAttr mask, Region *scoreMod,
+    const Value rows[2], Value colBase, Value laneCol, Value lq, Value lk,
+    std::array<ArrayRef<Value>, 2> batchIdx, ArrayRef<Value> captures,
+    bool needsMask) {
   ScoreContext sc;
   sc.rowIdx[0] = rows[0];
   sc.rowIdx[1] = rows[1];
@@ -269,12 +289,13 @@ ScoreContext gpu_lowering::makeScoreContext(
     Value r0 = rows[0];
     Value cr0 = arith::MinSIOp::create(b, rows[0], lastRow);
     Value cr1 = arith::MinSIOp::create(b, rows[1], lastRow);
-    SmallVector<Value> bIdx(batchIdx), caps(captures);
-    sc.scoreMod = [scoreMod, bIdx, caps, lastCol, r0, cr0,
+    SmallVector<Value> bIdx0(batchIdx[0]), bIdx1(batchIdx[1]), caps(captures);
+    sc.scoreMod = [scoreMod, bIdx0, bIdx1, caps, lastCol, r0, cr0,
                    cr1](ImplicitLocOpBuilder &bb, Value x, Value r, Value c) {
-      Value cr = r == r0 ? cr0 : cr1;
+      bool first = r == r0;
       Value cc = arith::MinSIOp::create(bb, c, lastCol);
-      return inlineScoreMod(bb, *scoreMod, x, bIdx, cr, cc, caps);
+      return inlineScoreMod(bb, *scoreMod, x, first ? bIdx0 : bIdx1,
+                            first ? cr0 : cr1, cc, caps);
     };
   }
   return sc;

@@ -113,6 +113,20 @@ MaxUpdate updateRunningMax(ImplicitLocOpBuilder &b, Value m, Value rowMax);
 Value updateRunningSum(ImplicitLocOpBuilder &b, Value l, Value alpha,
                        Value rowSum);
 
+struct PartialMerge {
+  Value m, l;  // the merged running max and sum
+  Value alpha; // rescale of the accumulator merged so far
+  Value beta;  // weight of the partial's accumulator
+};
+/// Merges a partial result of the same row — running max `pm` and sum `pl`
+/// (log2 domain) over a disjoint key range — into (m, l): the recurrence
+/// itself with rowMax = pm and rowSum = 2^(pm - m') pl, so O = alpha O +
+/// beta O_p. A split-KV partial stored normalised enters with its lse·log2 e
+/// as `pm` and 1 as `pl`. Partials that saw no key (pm = -inf) get beta = 0,
+/// never NaN.
+PartialMerge mergePartial(ImplicitLocOpBuilder &b, Value m, Value l, Value pm,
+                          Value pl);
+
 struct RowResult {
   Value live; // the row saw at least one key (l > 0)
   Value inv;  // 1 / l, or 0 for a row that saw none
@@ -169,6 +183,13 @@ ScoreContext makeScoreContext(ImplicitLocOpBuilder &b, MaskAttr mask,
                               Region *scoreMod, const Value rows[2],
                               Value colBase, Value laneCol, Value lq, Value lk,
                               ArrayRef<Value> batchIdx,
+                              ArrayRef<Value> captures, bool needsMask);
+/// The same for a thread whose two rows belong to different heads (rows of
+/// several query heads packed into one tile): batch indices per row half.
+ScoreContext makeScoreContext(ImplicitLocOpBuilder &b, MaskAttr mask,
+                              Region *scoreMod, const Value rows[2],
+                              Value colBase, Value laneCol, Value lq, Value lk,
+                              std::array<ArrayRef<Value>, 2> batchIdx,
                               ArrayRef<Value> captures, bool needsMask);
 
 /// Turns the raw QKᵀ accumulator values `s` into probabilities p (in place),

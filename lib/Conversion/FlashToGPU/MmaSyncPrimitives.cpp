@@ -1,0 +1,112 @@
+//===- MmaSyncPrimitives.cpp - mma.sync, ldmatrix and the Q fragments -----===//
+#include "MmaSyncPrimitives.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+using namespace mlir;
+using namespace mlir::flash;
+using namespace mlir::flash::gpu_lowering;
+
+bool gpu_lowering::mmaSyncSupports(AttentionOp op, std::string &why) {
+  auto fail = [&](const Twine &msg) {
+    why = msg.str();
+    return false;
+  };
+  int64_t nb = op.getNumBatchDims();
+  Type elem = op.getQueryType().getElementType();
+  if ((!elem.isBF16() && !elem.isF16()) ||
+      op.getKeyType().getElementType() != elem ||
+      op.getValueType().getElementType() != elem)
+    return fail("query, key and value must all be bf16 or all f16");
+  int64_t d = op.getQueryType().getDimSize(nb + 1);
+  int64_t dv = op.getValueType().getDimSize(nb + 1);
+  // D is the k of the QKᵀ mma (steps of 16), Dv the n of the PV mma (8).
+  if (ShapedType::isDynamic(d) || ShapedType::isDynamic(dv) || d % 16 ||
+      dv % 8 || d > 256 || dv > 256) {
+    std::string s;
+    llvm::raw_string_ostream(s)
+        << "head dims must be D a multiple of 16 and Dv of 8, both up to "
+           "256, got D = "
+        << d << ", Dv = " << dv;
+    return fail(s);
+  }
+  return true;
+}
+
+Value gpu_lowering::packPair(ImplicitLocOpBuilder &b, Value lo, Value hi) {
+  auto pair = VectorType::get({2}, lo.getType());
+  Value v = vector::FromElementsOp::create(b, pair, ValueRange{lo, hi});
+  Value c = vector::BitCastOp::create(b, VectorType::get({1}, b.getI32Type()),
+                                      v);
+  return vector::ExtractOp::create(b, c, ArrayRef<int64_t>{0});
+}
+
+SmallVector<Value, 2> gpu_lowering::ldmatrixB(ImplicitLocOpBuilder &b,
+                                              Value tile, ValueRange indices,
+                                              bool transpose) {
+  Type elem = cast<MemRefType>(tile.getType()).getElementType();
+  Value m = nvgpu::LdMatrixOp::create(
+      b, VectorType::get({2, 2}, elem), tile, indices,
+      b.getBoolAttr(transpose), b.getI32IntegerAttr(2));
+  SmallVector<Value, 2> regs;
+  for (int64_t i = 0; i < 2; ++i) {
+    Value v = vector::ExtractOp::create(b, m, ArrayRef<int64_t>{i});
+    Value c = vector::BitCastOp::create(
+        b, VectorType::get({1}, b.getI32Type()), v);
+    regs.push_back(vector::ExtractOp::create(b, c, ArrayRef<int64_t>{0}));
+  }
+  return regs;
+}
+
+SmallVector<Value, 4> gpu_lowering::mmaSync(ImplicitLocOpBuilder &b, Type elem,
+                                            ArrayRef<Value> a,
+                                            ArrayRef<Value> bRegs,
+                                            ArrayRef<Value> acc) {
+  MLIRContext *ctx = b.getContext();
+  Type f32 = b.getF32Type();
+  NVVM::MMATypes t = elem.isBF16() ? NVVM::MMATypes::bf16 : NVVM::MMATypes::f16;
+  // NVVM wants f16 operands as vector<2xf16> and bf16 ones as i32.
+  auto operand = [&](Value r) -> Value {
+    if (elem.isBF16())
+      return r;
+    return LLVM::BitcastOp::create(b, VectorType::get({2}, elem), r);
+  };
+  SmallVector<Value> av, bv;
+  for (Value r : a)
+    av.push_back(operand(r));
+  for (Value r : bRegs)
+    bv.push_back(operand(r));
+  auto resTy = LLVM::LLVMStructType::getLiteral(ctx, {f32, f32, f32, f32});
+  Value r = NVVM::MmaOp::create(
+      b, resTy, av, bv, acc, ArrayRef<int64_t>{16, 8, 16}, std::nullopt,
+      std::nullopt, std::array<NVVM::MMATypes, 2>{t, t},
+      std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
+                                     NVVM::MMALayout::col});
+  SmallVector<Value, 4> out;
+  for (int64_t i = 0; i < 4; ++i)
+    out.push_back(LLVM::ExtractValueOp::create(b, r, ArrayRef<int64_t>{i}));
+  return out;
+}
+
+
+SmallVector<Value> gpu_lowering::loadQueryFragments(ImplicitLocOpBuilder &b,
+                                                    Value q, const Value bh[2],
+                                                    const Value rows[2],
+                                                    Value t2, int64_t d) {
+  Value one = constIdx(b, 1);
+  SmallVector<Value> frag;
+  for (int64_t ks = 0; ks < d / 16; ++ks)
+    for (int64_t r = 0; r < 4; ++r) {
+      int64_t h = r % 2;
+      Value c = arith::AddIOp::create(b, t2, constIdx(b, 16 * ks + 8 * (r / 2)));
+      Value lo = memref::LoadOp::create(b, q, ValueRange{bh[h], rows[h], c});
+      Value hi = memref::LoadOp::create(
+          b, q, ValueRange{bh[h], rows[h], arith::AddIOp::create(b, c, one)});
+      frag.push_back(packPair(b, lo, hi));
+    }
+  return frag;
+}

@@ -1,0 +1,46 @@
+//===- MmaSyncPrimitives.h - mma.sync, ldmatrix and cp.async builders -----===//
+//
+// The sm_80+ tensor-core pieces the mma.sync strategies (MmaKernel.cpp, the
+// split-KV decode kernel) issue their matmuls and copies with, and the
+// legality rule they share.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FLASH_LIB_CONVERSION_FLASHTOGPU_MMASYNCPRIMITIVES_H
+#define FLASH_LIB_CONVERSION_FLASHTOGPU_MMASYNCPRIMITIVES_H
+
+#include "TileProgram.h"
+
+#include <string>
+
+namespace mlir::flash::gpu_lowering {
+
+/// Whether m16n8k16 mma.sync kernels take `op`: Q, K and V all bf16 or all
+/// f16, D a multiple of 16 (the k of QKᵀ) and Dv of 8 (the n of PV), both
+/// static and at most 256; otherwise `why` says which rule failed.
+bool mmaSyncSupports(AttentionOp op, std::string &why);
+
+/// Two 16-bit elements as one 32-bit mma.sync operand register.
+Value packPair(ImplicitLocOpBuilder &b, Value lo, Value hi);
+
+/// The two B-operand registers of one m16n8k16 mma from a shared-memory
+/// tile with one ldmatrix.x2 at `indices` (this lane's row address: lanes
+/// 0-7 the rows of the first 8×8 matrix, lanes 8-15 those of the second).
+SmallVector<Value, 2> ldmatrixB(ImplicitLocOpBuilder &b, Value tile,
+                                ValueRange indices, bool transpose);
+
+/// acc (4 × f32, one m16n8 fragment) += A (4 regs) · B (2 regs), m16n8k16.
+SmallVector<Value, 4> mmaSync(ImplicitLocOpBuilder &b, Type elem,
+                              ArrayRef<Value> a, ArrayRef<Value> bRegs,
+                              ArrayRef<Value> acc);
+
+/// The A fragments of 16 query rows from global memory: per 16 columns
+/// a0 = (row0, 2t..2t+1), a1 = (row1, 2t..), a2 = (row0, 2t+8..),
+/// a3 = (row1, 2t+8..), with `row0`/`row1` this thread's rows g and g + 8
+/// (already clamped) of `bhRow[h]` in q [bh, L, D].
+SmallVector<Value> loadQueryFragments(ImplicitLocOpBuilder &b, Value q,
+                                      const Value bh[2], const Value rows[2],
+                                      Value t2, int64_t d);
+
+} // namespace mlir::flash::gpu_lowering
+
+#endif // FLASH_LIB_CONVERSION_FLASHTOGPU_MMASYNCPRIMITIVES_H

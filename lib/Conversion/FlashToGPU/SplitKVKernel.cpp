@@ -1,0 +1,460 @@
+//===- SplitKVKernel.cpp - decode: the key range split over CTAs ----------===//
+//
+// Decoding is one (or a few) query rows against a long K/V history: there is
+// no Lq × Lk matrix to speak of, the work is reading K and V once, and the
+// prefill kernels, one CTA per (query head, 64-192 query rows), leave most
+// of their rows empty, read each K/V head once per query head of its group
+// and run Lk = 64k on as few CTAs as there are heads. This strategy runs the
+// tile program differently:
+//
+// - GQA packing: the Lq · group query rows that share a K/V head are the
+//   rows of one tile (row r = q·group + head in group), so every K/V tile is
+//   read once per K/V head;
+// - split-KV: grid.x splits the key tiles into contiguous chunks; each CTA
+//   writes its partial output and log-sum-exp, and a second small kernel
+//   merges them exactly by LSE (SplitKVCombine.cpp; SplitKVLaunch.cpp
+//   chooses the split count from the SM count, the CTAs per split and Lk);
+// - inside a CTA, warps split the keys of each tile as well when the rows
+//   fill fewer than four 16-row slices, and merge their partials in shared
+//   memory at the end with the same rule;
+// - K/V tiles stream through a multi-stage cp.async ring (sm_80+), S = QKᵀ
+//   and O += PV are m16n8k16 mma.sync, the softmax step and the epilogue are
+//   the tile program's (RegisterSoftmax.cpp, finishRow).
+//
+// The traffic is K and V, read once, coalesced, with several tiles in
+// flight per CTA: the kernel is built to run at the HBM roofline.
+//
+//===----------------------------------------------------------------------===//
+#include "KernelStrategies.h"
+#include "MmaSyncPrimitives.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::flash;
+using namespace mlir::flash::gpu_lowering;
+
+namespace {
+// Tile rows are padded by 16 bytes so that the ldmatrix row addresses of a
+// warp fall in distinct banks (as in MmaKernel.cpp).
+constexpr int64_t kPad = 8;
+// The ring is sized so that two CTAs fit one SM of sm_90 (three stages of
+// 64 keys at D = Dv = 128).
+constexpr int64_t kRingBudgetBytes = 110 * 1024;
+} // namespace
+
+int64_t SplitKVConfig::ringBytes(int64_t d, int64_t dv) const {
+  return stages * tileKeys * (d + kPad + dv + kPad) * 2;
+}
+
+int64_t SplitKVConfig::mergeBytes(int64_t dv) const {
+  // Per warp and lane: m and l of two rows, then the O fragment.
+  return keyWarps > 1 ? warps() * 32 * (4 + dv / 2) * 4 : 0;
+}
+
+int64_t SplitKVConfig::smemBytes(int64_t d, int64_t dv) const {
+  return std::max(ringBytes(d, dv), mergeBytes(dv));
+}
+
+FailureOr<SplitKVConfig> gpu_lowering::splitKVConfig(AttentionOp op,
+                                                     std::string &why) {
+  int64_t nb = op.getNumBatchDims();
+  SplitKVConfig cfg;
+  cfg.lq = op.getQueryType().getDimSize(nb);
+  if (ShapedType::isDynamic(cfg.lq)) {
+    why = "the split-KV kernel packs the query rows of a K/V head into one "
+          "tile and needs a static query length";
+    return failure();
+  }
+  if (nb > 0) {
+    int64_t hq = op.getQueryType().getDimSize(nb - 1);
+    int64_t hkv = op.getKeyType().getDimSize(nb - 1);
+    if (ShapedType::isDynamic(hq) || ShapedType::isDynamic(hkv)) {
+      why = "the split-KV kernel packs the query heads of a K/V head into "
+            "one tile and needs static head counts";
+      return failure();
+    }
+    cfg.group = hq / hkv;
+  }
+  cfg.rows = cfg.lq * cfg.group;
+  int64_t d = op.getQueryType().getDimSize(nb + 1);
+  int64_t dv = op.getValueType().getDimSize(nb + 1);
+  int64_t slices = std::max<int64_t>(1, llvm::divideCeil(cfg.rows, 16));
+  cfg.rowWarps = slices >= 3 ? 4 : slices;
+  cfg.tileKeys = d + dv <= 256 ? 64 : 32;
+  cfg.keyWarps = std::min(4 / cfg.rowWarps, cfg.tileKeys / 16);
+  int64_t stage = cfg.tileKeys * (d + kPad + dv + kPad) * 2;
+  cfg.stages = std::clamp<int64_t>(kRingBudgetBytes / stage, 2, 4);
+  return cfg;
+}
+
+/// S = Q Kᵀ for this warp's keys of the tile in stage `st`: one m16n8
+/// fragment per 8 keys, summed over D in k16 steps; B = Kᵀ is K's rows as
+/// they lie (ldmatrix without transpose).
+static SmallVector<Value> scoreFragments(ImplicitLocOpBuilder &b, Type elem,
+                                         Value kRing, Value st, Value key0,
+                                         ArrayRef<Value> qFrag, Value lane8,
+                                         Value laneHalf8, int64_t keys,
+                                         int64_t d) {
+  Value zf = constF32(b, 0.0);
+  SmallVector<Value> s;
+  for (int64_t n8 = 0; n8 < keys / 8; ++n8) {
+    SmallVector<Value, 4> acc(4, zf);
+    Value key = arith::AddIOp::create(
+        b, key0, arith::AddIOp::create(b, lane8, constIdx(b, 8 * n8)));
+    for (int64_t ks = 0; ks < d / 16; ++ks) {
+      Value c = arith::AddIOp::create(b, laneHalf8, constIdx(b, 16 * ks));
+      SmallVector<Value, 2> bRegs =
+          ldmatrixB(b, kRing, ValueRange{st, key, c}, /*transpose=*/false);
+      acc = mmaSync(b, elem, qFrag.slice(4 * ks, 4), bRegs, acc);
+    }
+    s.append(acc.begin(), acc.end());
+  }
+  return s;
+}
+
+/// O += P V with P (the softmax registers) as A fragments and B = V[16
+/// keys][8 columns] by ldmatrix with transpose.
+static void accumulatePV(ImplicitLocOpBuilder &b, Type elem, Value vRing,
+                         Value st, Value key0, ArrayRef<Value> p, Value lane16,
+                         int64_t keys, int64_t dv, SmallVectorImpl<Value> &o) {
+  SmallVector<Value> pFrag = packA(b, p, elem);
+  for (int64_t n8 = 0; n8 < dv / 8; ++n8) {
+    SmallVector<Value, 4> acc(o.begin() + 4 * n8, o.begin() + 4 * n8 + 4);
+    Value col = constIdx(b, 8 * n8);
+    for (int64_t kk = 0; kk < keys / 16; ++kk) {
+      Value key = arith::AddIOp::create(
+          b, key0, arith::AddIOp::create(b, lane16, constIdx(b, 16 * kk)));
+      SmallVector<Value, 2> bRegs =
+          ldmatrixB(b, vRing, ValueRange{st, key, col}, /*transpose=*/true);
+      acc = mmaSync(b, elem, ArrayRef<Value>(pFrag).slice(4 * kk, 4), bRegs,
+                    acc);
+    }
+    std::copy(acc.begin(), acc.end(), o.begin() + 4 * n8);
+  }
+}
+
+gpu::GPUFuncOp gpu_lowering::buildSplitKVKernel(OpBuilder &ob, Location loc,
+                                                gpu::GPUModuleOp module,
+                                                const MemrefKernelSpec &spec,
+                                                const SplitKVConfig &cfg,
+                                                ArrayRef<Type> argTypes) {
+  MLIRContext *ctx = ob.getContext();
+  ImplicitLocOpBuilder b(loc, ob);
+  b.setInsertionPointToEnd(module.getBody());
+  Type elem = spec.qElem;
+  Type f32 = b.getF32Type();
+  const int64_t D = spec.d, Dv = spec.dv, T = cfg.tileKeys,
+                Tw = cfg.keysPerWarp(), S = cfg.stages, G = cfg.group,
+                R = cfg.rows;
+  gpu::GPUFuncOp fn = createMemrefKernelFunc(b, argTypes, {}, {},
+                                             cfg.threads());
+  Block &entry = fn.getBody().front();
+  b.setInsertionPointToStart(&entry);
+  MemrefKernelArgs args(entry, spec);
+  unsigned nArgs = entry.getNumArguments();
+  Value oPart = entry.getArgument(nArgs - 3);   // [splits, bh·Lq, Dv] f32
+  Value lsePart = entry.getArgument(nArgs - 2); // [splits, bh·Lq] f32
+  Value tilesPerSplit = entry.getArgument(nArgs - 1);
+
+  // The ring: K tiles [S][T][D + pad] then V tiles [S][T][Dv + pad], in
+  // dynamic shared memory; after the loop it holds the warps' partials.
+  auto wg = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
+  Value smem = gpu::DynamicSharedMemoryOp::create(
+      b, MemRefType::get({ShapedType::kDynamic}, b.getI8Type(),
+                         MemRefLayoutAttrInterface(), wg));
+  auto view = [&](ArrayRef<int64_t> shape, Type t, int64_t offset) {
+    return memref::ViewOp::create(
+               b, MemRefType::get(shape, t, MemRefLayoutAttrInterface(), wg),
+               smem, constIdx(b, offset), ValueRange{})
+        .getResult();
+  };
+  Value kRing = view({S, T, D + kPad}, elem, 0);
+  Value vRing = view({S, T, Dv + kPad}, elem, S * T * (D + kPad) * 2);
+
+  Value zero = constIdx(b, 0), one = constIdx(b, 1);
+  Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
+  Value warp = arith::DivUIOp::create(b, tid, constIdx(b, 32));
+  Value lane = arith::RemUIOp::create(b, tid, constIdx(b, 32));
+  Value rw = arith::DivUIOp::create(b, warp, constIdx(b, cfg.keyWarps));
+  Value kw = arith::RemUIOp::create(b, warp, constIdx(b, cfg.keyWarps));
+  Value g = arith::DivUIOp::create(b, lane, constIdx(b, 4));
+  Value t2 = arith::MulIOp::create(
+      b, arith::RemUIOp::create(b, lane, constIdx(b, 4)), constIdx(b, 2));
+  Value lane8 = arith::RemUIOp::create(b, lane, constIdx(b, 8));
+  Value laneHalf8 = arith::MulIOp::create(
+      b,
+      arith::RemUIOp::create(b, arith::DivUIOp::create(b, lane, constIdx(b, 8)),
+                             constIdx(b, 2)),
+      constIdx(b, 8));
+  Value lane16 = arith::RemUIOp::create(b, lane, constIdx(b, 16));
+
+  Value split = gpu::BlockIdOp::create(b, gpu::Dimension::x);
+  Value splits = gpu::GridDimOp::create(b, gpu::Dimension::x);
+  Value yb = gpu::BlockIdOp::create(b, gpu::Dimension::y);
+  Value kvbh = arith::DivUIOp::create(b, yb, constIdx(b, cfg.rowBlocks()));
+  Value rb = arith::RemUIOp::create(b, yb, constIdx(b, cfg.rowBlocks()));
+  Value lq = constIdx(b, cfg.lq);
+  Value lk = memref::DimOp::create(b, args.k, 1);
+  Value lkLast = arith::SubIOp::create(b, lk, one);
+
+  // This thread's two packed rows (fragment rows g and g + 8 of its warp's
+  // slice), clamped into the R rows, and the query row and head of each.
+  Value blockRow0 = arith::MulIOp::create(b, rb, constIdx(b, cfg.rowsPerBlock()));
+  Value rowBase = arith::AddIOp::create(
+      b, blockRow0, arith::MulIOp::create(b, rw, constIdx(b, 16)));
+  Value rows[2], qRow[2], bhRow[2];
+  std::array<SmallVector<Value>, 2> batchIdx;
+  for (int64_t h = 0; h < 2; ++h) {
+    rows[h] = arith::AddIOp::create(b, rowBase,
+                                    arith::AddIOp::create(b, g, constIdx(b, 8 * h)));
+    Value rc = arith::MinSIOp::create(b, rows[h], constIdx(b, R - 1));
+    qRow[h] = arith::DivUIOp::create(b, rc, constIdx(b, G));
+    bhRow[h] = arith::AddIOp::create(
+        b, arith::MulIOp::create(b, kvbh, constIdx(b, G)),
+        arith::RemUIOp::create(b, rc, constIdx(b, G)));
+    if (spec.scoreMod)
+      batchIdx[h] = headIndices(b, bhRow[h], args.batchSizes, args.hkv,
+                                /*withBatchIndices=*/true)
+                        .batchIdx;
+  }
+  SmallVector<Value> qFrag = loadQueryFragments(b, args.q, bhRow, qRow, t2, D);
+
+  // The key tiles of this CTA: its split's chunk of whole tiles, within
+  // those the mask leaves visible to its query rows.
+  Value q0 = arith::DivUIOp::create(b, blockRow0, constIdx(b, G));
+  int64_t blockQueries = (cfg.rowsPerBlock() - 1) / G + 2;
+  auto [vBegin, vEnd] =
+      visibleTileRange(b, spec.mask, q0, blockQueries, lq, lk, T);
+  Value nT = arith::CeilDivSIOp::create(b, lk, constIdx(b, T));
+  Value sBegin = arith::MulIOp::create(b, split, tilesPerSplit);
+  Value sEnd = arith::MinSIOp::create(
+      b, arith::AddIOp::create(b, sBegin, tilesPerSplit), nT);
+  Value tBegin = arith::MaxSIOp::create(b, vBegin, sBegin);
+  Value tEnd = arith::MaxSIOp::create(
+      b, arith::MinSIOp::create(b, vEnd, sEnd), tBegin);
+  Value nLocal = arith::SubIOp::create(b, tEnd, tBegin);
+
+  // One tile into stage `st`: all threads, 16 bytes per copy; keys past Lk
+  // repeat the last key (masked in the softmax).
+  auto tokenTy = nvgpu::DeviceAsyncTokenType::get(ctx);
+  auto loadTile = [&](ImplicitLocOpBuilder &ib, Value tile, Value st) {
+    Value j0 = arith::MulIOp::create(ib, tile, constIdx(ib, T));
+    auto copyRows = [&](Value src, Value ring, int64_t width) {
+      int64_t chunks = width / 8, total = T * chunks;
+      for (int64_t i = 0; i * cfg.threads() < total; ++i) {
+        Value e = arith::AddIOp::create(ib, tid,
+                                        constIdx(ib, i * cfg.threads()));
+        OpBuilder::InsertionGuard gd(ib);
+        if ((i + 1) * cfg.threads() > total) {
+          auto in = scf::IfOp::create(
+              ib, arith::CmpIOp::create(ib, arith::CmpIPredicate::slt, e,
+                                        constIdx(ib, total)),
+              /*withElse=*/false);
+          ib.setInsertionPointToStart(in.thenBlock());
+        }
+        Value jj = arith::DivUIOp::create(ib, e, constIdx(ib, chunks));
+        Value c = arith::MulIOp::create(
+            ib, arith::RemUIOp::create(ib, e, constIdx(ib, chunks)),
+            constIdx(ib, 8));
+        Value j = arith::MinSIOp::create(
+            ib, arith::AddIOp::create(ib, j0, jj), lkLast);
+        nvgpu::DeviceAsyncCopyOp::create(
+            ib, tokenTy, ring, ValueRange{st, jj, c}, src,
+            ValueRange{kvbh, j, c}, ib.getIndexAttr(8), Value(),
+            ib.getUnitAttr());
+      }
+    };
+    copyRows(args.k, kRing, D);
+    copyRows(args.v, vRing, Dv);
+  };
+  // Copies are committed as one group per tile, empty groups included, so
+  // that "all but the newest S - 1 groups done" always means "this tile is
+  // in". The NVVM ops directly: the nvgpu group ops thread tokens, which the
+  // copies under scf.if cannot hand out.
+  auto commit = [&](ImplicitLocOpBuilder &ib) {
+    NVVM::CpAsyncCommitGroupOp::create(ib);
+  };
+  auto waitGroups = [&](ImplicitLocOpBuilder &ib, int64_t pending) {
+    NVVM::CpAsyncWaitGroupOp::create(ib, ib.getI32IntegerAttr(pending));
+  };
+  auto loadIfInRange = [&](ImplicitLocOpBuilder &ib, Value i) {
+    auto in = scf::IfOp::create(
+        ib, arith::CmpIOp::create(ib, arith::CmpIPredicate::slt, i, nLocal),
+        /*withElse=*/false);
+    OpBuilder::InsertionGuard gd(ib);
+    ib.setInsertionPointToStart(in.thenBlock());
+    loadTile(ib, arith::AddIOp::create(ib, tBegin, i),
+             arith::RemUIOp::create(ib, i, constIdx(ib, S)));
+  };
+  for (int64_t s = 0; s + 1 < S; ++s) {
+    loadIfInRange(b, constIdx(b, s));
+    commit(b);
+  }
+
+  Value diagOff = maskDiagonalOffset(b, spec.mask, lq, lk);
+  // The query rows of this warp's slice, for the per-tile mask test.
+  Value warpQLo = arith::DivUIOp::create(
+      b, arith::MinSIOp::create(b, rowBase, constIdx(b, R - 1)),
+      constIdx(b, G));
+  Value warpQHi = arith::DivUIOp::create(
+      b,
+      arith::MinSIOp::create(
+          b, arith::AddIOp::create(b, rowBase, constIdx(b, 15)),
+          constIdx(b, R - 1)),
+      constIdx(b, G));
+  Value warpKey0 = arith::MulIOp::create(b, kw, constIdx(b, Tw));
+  Value negInf = constF32(b, -std::numeric_limits<double>::infinity());
+  Value zf = constF32(b, 0.0);
+  SmallVector<Value> init = {negInf, negInf, zf, zf};
+  init.append(Dv / 2, zf);
+
+  auto loop = scf::ForOp::create(
+      b, zero, nLocal, one, init,
+      [&](OpBuilder &nb, Location l, Value it, ValueRange state) {
+        ImplicitLocOpBuilder ib(l, nb);
+        loadIfInRange(ib, arith::AddIOp::create(ib, it, constIdx(ib, S - 1)));
+        commit(ib);
+        waitGroups(ib, S - 1);
+        gpu::BarrierOp::create(ib);
+        Value st = arith::RemUIOp::create(ib, it, constIdx(ib, S));
+        Value tile = arith::AddIOp::create(ib, tBegin, it);
+        Value colBase = arith::AddIOp::create(
+            ib, arith::MulIOp::create(ib, tile, constIdx(ib, T)), warpKey0);
+
+        SmallVector<Value> s = scoreFragments(ib, elem, kRing, st, warpKey0,
+                                              qFrag, lane8, laneHalf8, Tw, D);
+        RowState rs{{state[0], state[1]}, {state[2], state[3]}};
+        ScoreContext sc = makeScoreContext(
+            ib, spec.mask, spec.scoreMod, qRow, colBase, t2, lq, lk,
+            {batchIdx[0], batchIdx[1]}, args.captures, /*needsMask=*/true);
+        Value needsMask = tileNeedsElementMask(ib, spec.mask, colBase, Tw,
+                                               warpQLo, warpQHi, lk, diagOff);
+        std::array<Value, 2> alpha =
+            maskedSoftmaxStep(ib, s, rs, spec.scale, needsMask, sc);
+        SmallVector<Value> o(state.drop_front(4));
+        for (size_t i = 0; i < o.size(); ++i)
+          o[i] = arith::MulFOp::create(ib, o[i],
+                                       alpha[AccumulatorLayout::rowHalf(i)]);
+        accumulatePV(ib, elem, vRing, st, warpKey0, s, lane16, Tw, Dv, o);
+        // The next iteration's copies overwrite the stage read here.
+        gpu::BarrierOp::create(ib);
+        SmallVector<Value> next = {rs.m[0], rs.m[1], rs.l[0], rs.l[1]};
+        next.append(o.begin(), o.end());
+        scf::YieldOp::create(ib, next);
+      });
+  SmallVector<Value> fin(loop.getResults());
+
+  // Warps that split the keys of a tile merge their partials (m, l, O) into
+  // the first warp of their row slice, through the drained ring.
+  if (cfg.keyWarps > 1) {
+    waitGroups(b, 0);
+    gpu::BarrierOp::create(b);
+    int64_t vals = fin.size();
+    Value part = view({cfg.warps(), vals, 32}, f32, 0);
+    for (int64_t v = 0; v < vals; ++v)
+      memref::StoreOp::create(b, fin[v], part,
+                              ValueRange{warp, constIdx(b, v), lane});
+    gpu::BarrierOp::create(b);
+    auto first = scf::IfOp::create(
+        b, SmallVector<Type>(vals, f32),
+        arith::CmpIOp::create(b, arith::CmpIPredicate::eq, kw, zero),
+        /*withElse=*/true);
+    {
+      OpBuilder::InsertionGuard gd(b);
+      b.setInsertionPointToStart(first.thenBlock());
+      SmallVector<Value> acc(fin);
+      for (int64_t w = 1; w < cfg.keyWarps; ++w) {
+        Value src = arith::AddIOp::create(b, warp, constIdx(b, w));
+        auto read = [&](int64_t v) {
+          return memref::LoadOp::create(b, part,
+                                        ValueRange{src, constIdx(b, v), lane})
+              .getResult();
+        };
+        std::array<Value, 2> alpha, beta;
+        for (int64_t h = 0; h < 2; ++h) {
+          PartialMerge pm = mergePartial(b, acc[h], acc[2 + h], read(h),
+                                         read(2 + h));
+          acc[h] = pm.m;
+          acc[2 + h] = pm.l;
+          alpha[h] = pm.alpha;
+          beta[h] = pm.beta;
+        }
+        for (int64_t i = 4; i < vals; ++i) {
+          int64_t h = AccumulatorLayout::rowHalf(i - 4);
+          acc[i] = math::FmaOp::create(
+              b, read(i), beta[h],
+              arith::MulFOp::create(b, acc[i], alpha[h]));
+        }
+      }
+      scf::YieldOp::create(b, acc);
+      b.setInsertionPointToStart(first.elseBlock());
+      scf::YieldOp::create(b, fin);
+    }
+    fin.assign(first.getResults().begin(), first.getResults().end());
+  }
+
+  // Epilogue, by the first warp of each row slice: the whole result when
+  // there is one split, else the partial (normalised O and its lse) for
+  // the combine kernel.
+  Value writer = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, kw, zero);
+  auto ifWriter = scf::IfOp::create(b, writer, /*withElse=*/false);
+  b.setInsertionPointToStart(ifWriter.thenBlock());
+  Value single = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, splits, one);
+  Value lqV = constIdx(b, cfg.lq);
+  for (int64_t h = 0; h < 2; ++h) {
+    Value lTot = quadReduce(b, fin[2 + h], /*isMax=*/false);
+    RowResult row = finishRow(b, fin[h], lTot, /*withLse=*/true);
+    Value valid = arith::CmpIOp::create(b, arith::CmpIPredicate::slt, rows[h],
+                                        constIdx(b, R));
+    auto ifRow = scf::IfOp::create(b, valid, /*withElse=*/false);
+    OpBuilder::InsertionGuard gd(b);
+    b.setInsertionPointToStart(ifRow.thenBlock());
+    Value firstLane =
+        arith::CmpIOp::create(b, arith::CmpIPredicate::eq, t2, zero);
+    auto ifSingle = scf::IfOp::create(b, single, /*withElse=*/true);
+    for (bool whole : {true, false}) {
+      OpBuilder::InsertionGuard gs(b);
+      b.setInsertionPointToStart(whole ? ifSingle.thenBlock()
+                                       : ifSingle.elseBlock());
+      Value flat = arith::AddIOp::create(
+          b, arith::MulIOp::create(b, bhRow[h], lqV), qRow[h]);
+      // The thread holds columns 8·n + 2·(lane%4) + {0, 1} of its rows.
+      for (int64_t n8 = 0; n8 < Dv / 8; ++n8)
+        for (int64_t c = 8 * n8; c < 8 * n8 + 2; ++c) {
+          Value x = arith::MulFOp::create(
+              b, fin[4 + AccumulatorLayout::element(c, h)], row.inv);
+          Value col = arith::AddIOp::create(b, t2, constIdx(b, c));
+          if (whole) {
+            if (spec.oElem != f32)
+              x = arith::TruncFOp::create(b, spec.oElem, x);
+            memref::StoreOp::create(b, x, args.out,
+                                    ValueRange{bhRow[h], qRow[h], col});
+          } else {
+            memref::StoreOp::create(b, x, oPart, ValueRange{split, flat, col});
+          }
+        }
+      if (whole && !args.lse)
+        continue;
+      // One lane of the quad writes the row's log-sum-exp.
+      auto ifLane = scf::IfOp::create(b, firstLane, /*withElse=*/false);
+      OpBuilder::InsertionGuard gl(b);
+      b.setInsertionPointToStart(ifLane.thenBlock());
+      if (whole)
+        memref::StoreOp::create(b, row.lse, args.lse,
+                                ValueRange{bhRow[h], qRow[h]});
+      else
+        memref::StoreOp::create(b, row.lse, lsePart, ValueRange{split, flat});
+    }
+  }
+  b.setInsertionPointAfter(ifWriter);
+  gpu::ReturnOp::create(b);
+  return fn;
+}

@@ -1,0 +1,245 @@
+//===- SplitKVLaunch.cpp - the split-KV decode strategy and its host side -===//
+//
+// When the query rows of a K/V head fit one CTA (Lq · group <= 64: decode,
+// speculative decode, short chunks against a long cache) kernel=auto takes
+// this strategy first. Its host side chooses how many CTAs split each key
+// range — from the device's SM count (asked of the runtime at run time),
+// the CTAs the heads already give and the number of key tiles — allocates
+// the partials stream-ordered on the caller's stream, launches the split
+// kernel and, when there is more than one split, the combine kernel.
+//
+//===----------------------------------------------------------------------===//
+#include "KernelStrategies.h"
+#include "MmaSyncPrimitives.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/BuiltinOps.h"
+
+using namespace mlir;
+using namespace mlir::flash;
+using namespace mlir::flash::gpu_lowering;
+
+namespace {
+// The runtime entry point that reports the current device's SM count (0
+// when there is no device).
+constexpr StringLiteral kSMCountFn = "flashRuntimeMultiprocessorCount";
+// kernel=auto prefers the split kernel up to this many packed rows; beyond,
+// the prefill kernels' larger tiles do more work per K/V byte.
+constexpr int64_t kAutoMaxRows = 64;
+// Each split takes at least this many key tiles, so that its pipeline fill
+// and its partial's write are amortised.
+constexpr int64_t kMinTilesPerSplit = 2;
+constexpr int64_t kMaxSplits = 128;
+} // namespace
+
+/// The runtime's SM count, declared in the host module on first use.
+static Value multiprocessorCount(ImplicitLocOpBuilder &b, Operation *anchor) {
+  auto module = anchor->getParentOfType<ModuleOp>();
+  Type i32 = b.getI32Type();
+  if (!module.lookupSymbol(kSMCountFn)) {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(module.getBody());
+    auto decl = func::FuncOp::create(b, kSMCountFn,
+                                     b.getFunctionType({}, {i32}));
+    decl.setPrivate();
+  }
+  Value n = func::CallOp::create(b, kSMCountFn, TypeRange{i32}, ValueRange{})
+                .getResult(0);
+  Value idx = arith::IndexCastOp::create(b, b.getIndexType(), n);
+  return arith::MaxSIOp::create(b, idx, constIdx(b, 1));
+}
+
+/// The split count: with `ctas` CTAs per split on `slots` resident CTAs,
+/// the fewest splits whose last wave is at least 85 % as full as the best
+/// choice's (FlashAttention's rule), none when the heads alone nearly fill
+/// the machine.
+static Value chooseSplits(ImplicitLocOpBuilder &b, Value ctas, Value slots,
+                          Value maxSplits) {
+  Value one = constIdx(b, 1);
+  Value hi = arith::AddIOp::create(b, maxSplits, one);
+  auto efficiency = [&](ImplicitLocOpBuilder &ib, Value s) {
+    // ctas·s / (slots · ceil(ctas·s / slots)), in thousandths.
+    Value work = arith::MulIOp::create(ib, ctas, s);
+    Value waves = arith::CeilDivSIOp::create(ib, work, slots);
+    return arith::DivSIOp::create(
+        ib, arith::MulIOp::create(ib, work, constIdx(ib, 1000)),
+        arith::MulIOp::create(ib, waves, slots));
+  };
+  auto best = scf::ForOp::create(
+      b, one, hi, one, ValueRange{constIdx(b, 0)},
+      [&](OpBuilder &nb, Location l, Value s, ValueRange st) {
+        ImplicitLocOpBuilder ib(l, nb);
+        scf::YieldOp::create(
+            ib, ValueRange{arith::MaxSIOp::create(ib, st[0], efficiency(ib, s))
+                               .getResult()});
+      });
+  Value bar = arith::DivSIOp::create(
+      b, arith::MulIOp::create(b, best.getResult(0), constIdx(b, 85)),
+      constIdx(b, 100));
+  // Walk down so the loop ends on the smallest s that clears the bar.
+  auto pick = scf::ForOp::create(
+      b, one, hi, one, ValueRange{maxSplits},
+      [&](OpBuilder &nb, Location l, Value i, ValueRange st) {
+        ImplicitLocOpBuilder ib(l, nb);
+        Value s = arith::SubIOp::create(ib, hi, i);
+        Value ok = arith::CmpIOp::create(ib, arith::CmpIPredicate::sge,
+                                         efficiency(ib, s), bar);
+        scf::YieldOp::create(
+            ib, ValueRange{arith::SelectOp::create(ib, ok, s, st[0])
+                               .getResult()});
+      });
+  // Heads that fill 80 % of the slots on their own are not split.
+  Value full = arith::CmpIOp::create(
+      b, arith::CmpIPredicate::sge,
+      arith::MulIOp::create(b, ctas, constIdx(b, 5)),
+      arith::MulIOp::create(b, slots, constIdx(b, 4)));
+  return arith::SelectOp::create(b, full, one, pick.getResult(0));
+}
+
+LogicalResult gpu_lowering::lowerToSplitKVLaunch(
+    RewriterBase &rewriter, AttentionOp op, const OperandBuffers &bufs,
+    const MemrefKernelSpec &spec, const SplitKVConfig &cfg,
+    const GPUKernelOptions &options, const ChipInfo &chip) {
+  Location loc = op.getLoc();
+  MLIRContext *ctx = op.getContext();
+  Value stream = streamArgument(op);
+  OpBuilder::InsertionGuard guard(rewriter);
+  rewriter.setInsertionPoint(op);
+  ImplicitLocOpBuilder b(loc, rewriter);
+  MemrefLaunchArgs a = memrefLaunchArgs(b, bufs, spec.numBatchDims);
+
+  Type f32 = b.getF32Type();
+  auto oPartTy = MemRefType::get(
+      {ShapedType::kDynamic, ShapedType::kDynamic, spec.dv}, f32);
+  auto lsePartTy =
+      MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic}, f32);
+  SmallVector<Type> argTypes;
+  for (Value v : a.args)
+    argTypes.push_back(v.getType());
+  argTypes.append({oPartTy, lsePartTy, b.getIndexType()});
+  SmallVector<Type> combineTypes = {oPartTy, lsePartTy, a.args[3].getType()};
+  if (bufs.lse)
+    combineTypes.push_back(a.args[4].getType());
+
+  gpu::GPUFuncOp kernel, combine;
+  {
+    OpBuilder::InsertionGuard g(rewriter);
+    gpu::GPUModuleOp gmod = newKernelModule(rewriter, op);
+    kernel = buildSplitKVKernel(rewriter, loc, gmod, spec, cfg, argTypes);
+    combine = buildSplitKVCombineKernel(rewriter, loc, gmod, spec,
+                                        combineTypes);
+  }
+
+  OpBuilder::InsertionGuard g(b);
+  ifNonEmptyQuery(b, a);
+  Value one = constIdx(b, 1);
+  Value nT = arith::CeilDivSIOp::create(b, a.lk, constIdx(b, cfg.tileKeys));
+  Value kvbhCount = arith::DivUIOp::create(b, a.bhCount, constIdx(b, cfg.group));
+  Value ctas = arith::MulIOp::create(b, kvbhCount, constIdx(b, cfg.rowBlocks()));
+  Value splits;
+  if (options.splitKV > 0) {
+    splits = constIdx(b, options.splitKV);
+  } else {
+    int64_t smem = cfg.smemBytes(spec.d, spec.dv);
+    int64_t perSM = std::clamp<int64_t>(
+        (chip.maxDynamicSmemPerBlock + 1024) / (smem + 1024), 1, 8);
+    Value slots = arith::MulIOp::create(b, multiprocessorCount(b, op),
+                                        constIdx(b, perSM));
+    Value maxSplits = arith::MinSIOp::create(
+        b,
+        arith::MaxSIOp::create(
+            b, arith::DivSIOp::create(b, nT, constIdx(b, kMinTilesPerSplit)),
+            one),
+        constIdx(b, kMaxSplits));
+    splits = chooseSplits(b, ctas, slots, maxSplits);
+  }
+  // Whole tiles per split, and no split left without one.
+  Value tps = arith::MaxSIOp::create(
+      b, arith::CeilDivSIOp::create(b, nT, splits), one);
+  splits = arith::MaxSIOp::create(b, arith::CeilDivSIOp::create(b, nT, tps),
+                                  one);
+  Value multi =
+      arith::CmpIOp::create(b, arith::CmpIPredicate::sgt, splits, one);
+
+  // The partials, stream-ordered on the caller's stream (none for one
+  // split: a zero-sized buffer the kernel never touches).
+  Value token = UnrealizedConversionCastOp::create(
+                    b, TypeRange{gpu::AsyncTokenType::get(ctx)},
+                    ValueRange{stream})
+                    .getResult(0);
+  Value partSplits =
+      arith::SelectOp::create(b, multi, splits, constIdx(b, 0));
+  Value rowsTotal = arith::MulIOp::create(b, a.bhCount, a.lq);
+  auto alloc = [&](MemRefType t, ValueRange sizes) {
+    return gpu::AllocOp::create(b, t, gpu::AsyncTokenType::get(ctx),
+                                ValueRange{token}, sizes, ValueRange{},
+                                /*hostShared=*/false)
+        .getMemref();
+  };
+  Value oPart = alloc(oPartTy, {partSplits, rowsTotal});
+  Value lsePart = alloc(lsePartTy, {partSplits, rowsTotal});
+
+  SmallVector<Value> args(a.args);
+  args.append({oPart, lsePart, tps});
+  Value grid = arith::MulIOp::create(b, kvbhCount, constIdx(b, cfg.rowBlocks()));
+  launchOnStream(b, kernel, splits, grid, cfg.threads(),
+                 cfg.smemBytes(spec.d, spec.dv), args, stream);
+  {
+    OpBuilder::InsertionGuard gm(b);
+    auto ifMulti = scf::IfOp::create(b, multi, /*withElse=*/false);
+    b.setInsertionPointToStart(ifMulti.thenBlock());
+    SmallVector<Value> cargs = {oPart, lsePart, a.args[3]};
+    if (bufs.lse)
+      cargs.push_back(a.args[4]);
+    Value blocks = arith::CeilDivSIOp::create(
+        b, rowsTotal, constIdx(b, kSplitKVCombineWarps));
+    launchOnStream(b, combine, blocks, one, 32 * kSplitKVCombineWarps,
+                   /*dynamicSmemBytes=*/0, cargs, stream);
+  }
+  for (Value m : {oPart, lsePart})
+    gpu::DeallocOp::create(b, gpu::AsyncTokenType::get(ctx), ValueRange{token},
+                           m);
+  replaceWithDestinations(rewriter, op, bufs);
+  return success();
+}
+
+namespace {
+class SplitKVStrategy final : public KernelStrategy {
+public:
+  StringRef name() const override { return "splitkv"; }
+  bool supports(AttentionOp op, const ChipInfo &chip,
+                std::string &why) const override {
+    if (!chip.hasMmaSync()) {
+      why = "the split-KV kernel needs sm_80 or newer";
+      return false;
+    }
+    return mmaSyncSupports(op, why) && succeeded(memrefKernelSpec(op, why)) &&
+           succeeded(splitKVConfig(op, why));
+  }
+  bool autoSelects(AttentionOp op) const override {
+    std::string why;
+    FailureOr<SplitKVConfig> cfg = splitKVConfig(op, why);
+    return succeeded(cfg) && cfg->rows <= kAutoMaxRows;
+  }
+  LogicalResult lower(RewriterBase &rewriter, AttentionOp op,
+                      const OperandBuffers &bufs,
+                      const GPUKernelOptions &options,
+                      const ChipInfo &chip) const override {
+    std::string why;
+    FailureOr<MemrefKernelSpec> spec = memrefKernelSpec(op, why);
+    FailureOr<SplitKVConfig> cfg = splitKVConfig(op, why);
+    if (failed(spec) || failed(cfg))
+      return op.emitOpError("convert-flash-to-gpu: ") << why;
+    return lowerToSplitKVLaunch(rewriter, op, bufs, *spec, *cfg, options,
+                                chip);
+  }
+};
+} // namespace
+
+const KernelStrategy &gpu_lowering::splitKVStrategy() {
+  static const SplitKVStrategy strategy;
+  return strategy;
+}

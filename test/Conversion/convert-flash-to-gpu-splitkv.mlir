@@ -1,0 +1,110 @@
+// The split-KV decode kernel (kernel=splitkv; kernel=auto when the query rows
+// of a K/V head, Lq · group, fit one CTA): GQA rows packed into one tile, the
+// key tiles split over grid.x, partials merged by LSE in a second kernel.
+// RUN: flash-opt %s -split-input-file -convert-flash-to-gpu | FileCheck %s
+// RUN: flash-opt %s -split-input-file -convert-flash-to-gpu=split-kv=3 | FileCheck %s --check-prefix=FIXED
+// RUN: not flash-opt %s -split-input-file -convert-flash-to-gpu="kernel=splitkv chip=sm_75" 2>&1 | FileCheck %s --check-prefix=OLDCHIP
+// RUN: not flash-opt %s -split-input-file -convert-flash-to-gpu="split-kv=-1" 2>&1 | FileCheck %s --check-prefix=BADSPLIT
+// RUN: env -u CUDA_HOME flash-opt %s -split-input-file --flash-gpu-pipeline="format=isa" | FileCheck %s --check-prefix=PTX
+
+// OLDCHIP: the splitkv kernel needs sm_80 or newer, got 'sm_75'
+// BADSPLIT: split-kv must be >= 0 (0: automatic), got -1
+
+// Decode, GQA 32 query heads on 8 K/V heads, Lq = 1: 4 packed rows, one
+// 16-row slice, so the four warps split each 64-key tile (16 keys each).
+// The split count comes from the runtime's SM count; the partials are
+// allocated on the caller's stream, merged by the combine kernel only when
+// there is more than one split, and freed on the stream.
+// CHECK-LABEL: func.func @decode_gqa
+// CHECK: func.call @flashRuntimeMultiprocessorCount() : () -> i32
+// CHECK: %[[MULTI:.*]] = arith.cmpi sgt, %[[SPLITS:.*]], %c1
+// CHECK: %[[OP:.*]], %{{.*}} = gpu.alloc async [%[[TOK:.*]]] (%{{.*}}, %{{.*}}) : memref<?x?x128xf32>
+// CHECK: %[[LP:.*]], %{{.*}} = gpu.alloc async [%[[TOK]]] (%{{.*}}, %{{.*}}) : memref<?x?xf32>
+// CHECK: gpu.launch_func async [%{{.*}}] @flash_attention_0::@kernel blocks in (%[[SPLITS]], %{{.*}}, %{{.*}}) threads in (%c128{{.*}}, %{{.*}}, %{{.*}}) dynamic_shared_memory_size %c104448_i32
+// CHECK: scf.if %[[MULTI]]
+// CHECK: gpu.launch_func async [%{{.*}}] @flash_attention_0::@combine
+// CHECK: gpu.dealloc async [%[[TOK]]] %[[OP]]
+// CHECK: gpu.dealloc async [%[[TOK]]] %[[LP]]
+// CHECK: gpu.func @kernel(
+// CHECK: gpu.dynamic_shared_memory
+// CHECK: memref.view {{.*}} to memref<3x64x136xbf16, #gpu.address_space<workgroup>>
+// CHECK: nvgpu.device_async_copy {{.*}} {bypassL1} : memref<?x?x128xbf16> to memref<3x64x136xbf16, #gpu.address_space<workgroup>>
+// CHECK: nvvm.cp.async.commit.group
+// CHECK: scf.for
+// CHECK: nvvm.cp.async.wait.group 2
+// CHECK-COUNT-32: nvvm.mma.sync
+// CHECK-NOT: nvvm.mma.sync
+// CHECK: gpu.func @combine(
+// CHECK: scf.for
+// CHECK: gpu.return
+
+// FIXED-LABEL: func.func @decode_gqa
+// FIXED-NOT: flashRuntimeMultiprocessorCount
+// FIXED: %[[TPS:.*]] = arith.ceildivsi %{{.*}}, %c3
+// FIXED-LABEL: func.func @short_query_dynamic_keys
+
+// PTX-LABEL: llvm.func @decode_gqa(
+// PTX: gpu.binary @flash_attention_0
+// PTX-SAME: .target sm_90a
+// PTX-NOT: .local
+// PTX-DAG: cp.async.cg.shared.global [%rd{{[0-9]+}}], [%rd{{[0-9]+}}], 16;
+// PTX-DAG: cp.async.wait_group {{(\\09)?}}2;
+// PTX-DAG: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
+// PTX-DAG: ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16
+// PTX-DAG: .entry combine(
+func.func @decode_gqa(%q: memref<2x32x1x128xbf16>, %k: memref<2x8x1000x128xbf16>,
+                      %v: memref<2x8x1000x128xbf16>, %o: memref<2x32x1x128xbf16>,
+                      %lse: memref<2x32x1xf32>) {
+  %qt = bufferization.to_tensor %q restrict : memref<2x32x1x128xbf16> to tensor<2x32x1x128xbf16>
+  %kt = bufferization.to_tensor %k restrict : memref<2x8x1000x128xbf16> to tensor<2x8x1000x128xbf16>
+  %vt = bufferization.to_tensor %v restrict : memref<2x8x1000x128xbf16> to tensor<2x8x1000x128xbf16>
+  %ot = bufferization.to_tensor %o restrict writable : memref<2x32x1x128xbf16> to tensor<2x32x1x128xbf16>
+  %lt = bufferization.to_tensor %lse restrict writable : memref<2x32x1xf32> to tensor<2x32x1xf32>
+  %r:2 = flash.attention ins(%qt, %kt, %vt : tensor<2x32x1x128xbf16>, tensor<2x8x1000x128xbf16>, tensor<2x8x1000x128xbf16>)
+      outs(%ot, %lt : tensor<2x32x1x128xbf16>, tensor<2x32x1xf32>) scale(0.088) -> tensor<2x32x1x128xbf16>, tensor<2x32x1xf32>
+  bufferization.materialize_in_destination %r#0 in restrict writable %o : (tensor<2x32x1x128xbf16>, memref<2x32x1x128xbf16>) -> ()
+  bufferization.materialize_in_destination %r#1 in restrict writable %lse : (tensor<2x32x1xf32>, memref<2x32x1xf32>) -> ()
+  return
+}
+
+// -----
+
+// Speculative decode: 16 query rows, GQA 4:1 = 64 packed rows in four row
+// slices (one warp each, whole 64-key tiles), causal bottom-right, the key
+// length dynamic (the cache grows; one kernel serves every length).
+// CHECK-LABEL: func.func @short_query_dynamic_keys
+// CHECK: gpu.launch_func async [%{{.*}}] @flash_attention_0::@kernel
+// CHECK: gpu.func @kernel(
+// CHECK-NOT: gpu.barrier
+// CHECK: scf.for
+// CHECK-COUNT-64: nvvm.mma.sync
+// CHECK-NOT: nvvm.mma.sync
+// CHECK: gpu.func @combine(
+func.func @short_query_dynamic_keys(%q: memref<1x8x16x64xf16>, %k: memref<1x2x?x64xf16>,
+                                    %v: memref<1x2x?x64xf16>, %o: memref<1x8x16x64xf16>) {
+  %qt = bufferization.to_tensor %q restrict : memref<1x8x16x64xf16> to tensor<1x8x16x64xf16>
+  %kt = bufferization.to_tensor %k restrict : memref<1x2x?x64xf16> to tensor<1x2x?x64xf16>
+  %vt = bufferization.to_tensor %v restrict : memref<1x2x?x64xf16> to tensor<1x2x?x64xf16>
+  %ot = bufferization.to_tensor %o restrict writable : memref<1x8x16x64xf16> to tensor<1x8x16x64xf16>
+  %r = flash.attention ins(%qt, %kt, %vt : tensor<1x8x16x64xf16>, tensor<1x2x?x64xf16>, tensor<1x2x?x64xf16>)
+      outs(%ot : tensor<1x8x16x64xf16>) scale(0.125) mask(causal, bottom_right) -> tensor<1x8x16x64xf16>
+  bufferization.materialize_in_destination %r in restrict writable %o : (tensor<1x8x16x64xf16>, memref<1x8x16x64xf16>) -> ()
+  return
+}
+
+// -----
+
+// Prefill (Lq · group = 1200 rows) stays on the wgmma kernel under auto.
+// CHECK-LABEL: func.func @prefill_stays_on_wgmma
+// CHECK-NOT: flashRuntimeMultiprocessorCount
+// CHECK: nvvm.wgmma.mma_async
+func.func @prefill_stays_on_wgmma(%q: memref<1x4x300x64xbf16>, %k: memref<1x1x300x64xbf16>,
+                                  %o: memref<1x4x300x64xbf16>) {
+  %qt = bufferization.to_tensor %q restrict : memref<1x4x300x64xbf16> to tensor<1x4x300x64xbf16>
+  %kt = bufferization.to_tensor %k restrict : memref<1x1x300x64xbf16> to tensor<1x1x300x64xbf16>
+  %ot = bufferization.to_tensor %o restrict writable : memref<1x4x300x64xbf16> to tensor<1x4x300x64xbf16>
+  %r = flash.attention ins(%qt, %kt, %kt : tensor<1x4x300x64xbf16>, tensor<1x1x300x64xbf16>, tensor<1x1x300x64xbf16>)
+      outs(%ot : tensor<1x4x300x64xbf16>) scale(0.125) -> tensor<1x4x300x64xbf16>
+  bufferization.materialize_in_destination %r in restrict writable %o : (tensor<1x4x300x64xbf16>, memref<1x4x300x64xbf16>) -> ()
+  return
+}
