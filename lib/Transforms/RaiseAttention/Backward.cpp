@@ -190,7 +190,7 @@ FailureOr<Poly> Matcher::poly(ScoreTracer &t, Node *n, Operation *at) {
     return Poly::term(kP, 1.0);
   if (n->kind == Node::Kind::Read) {
     auto def = n->value.getDefiningOp<linalg::LinalgOp>();
-    if (!def || !isContraction(def) || def == fwd.qk || def == fwd.pv ||
+    if (!def || !isMatmul(def) || def == fwd.qk || def == fwd.pv ||
         !n->map.isPermutation())
       return fail(n, at,
                   "the softmax gradient reads " + describe(n) +
@@ -431,7 +431,7 @@ FailureOr<BackwardMatch> Matcher::run(ArrayRef<Operation *> escapes,
     if (!visited.insert(op).second)
       continue;
     auto l = dyn_cast<linalg::LinalgOp>(op);
-    if (l && isContraction(l)) {
+    if (l && isMatmul(l)) {
       if (op != fwd.qk && op != fwd.pv)
         candidates.insert(op);
       continue;

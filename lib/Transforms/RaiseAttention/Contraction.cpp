@@ -46,6 +46,14 @@ bool raise::isContraction(linalg::LinalgOp op) {
          a.getArgNumber() != b.getArgNumber();
 }
 
+bool raise::isMatmul(linalg::LinalgOp op) {
+  if (!isContraction(op))
+    return false;
+  FailureOr<linalg::ContractionDimensions> dims =
+      linalg::inferContractionDims(op);
+  return succeeded(dims) && !dims->m.empty() && !dims->n.empty();
+}
+
 static bool isZeroScalar(Value v) {
   return matchPattern(v, m_AnyZeroFloat()) || matchPattern(v, m_Zero());
 }

@@ -117,6 +117,10 @@ std::string describe(const Node *n);
 /// (possibly with extf on the inputs). Classified from the maps, never from
 /// the op name or the loop order.
 bool isContraction(linalg::LinalgOp op);
+/// A contraction with a free loop on each side (a matmul). One without
+/// (rowsum(a ∘ b), as a fused softmax backward computes it) is a reduction
+/// the tracer looks through.
+bool isMatmul(linalg::LinalgOp op);
 /// Whether the init of `op` is all zeros.
 bool hasZeroInit(linalg::LinalgOp op);
 

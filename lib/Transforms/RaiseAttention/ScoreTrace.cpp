@@ -174,7 +174,7 @@ Node *ScoreTracer::trace(Value v, AffineMap view) {
   } else if (auto sm = dyn_cast<linalg::SoftmaxOp>(def)) {
     n = traceSoftmax(sm, view);
   } else if (auto lop = dyn_cast<linalg::LinalgOp>(def)) {
-    if (isContraction(lop))
+    if (isMatmul(lop))
       n = leaf(v, view);
     else
       n = traceLinalg(lop, cast<OpResult>(v), view);
