@@ -415,12 +415,6 @@ FailureOr<double> Matcher::checkDP() {
 
 FailureOr<BackwardMatch> Matcher::run(ArrayRef<Operation *> escapes,
                                       DenseSet<Operation *> &examined) {
-  const ScoreModPlan &plan = *fwd.plan;
-  if (plan.body && !hasUnitDerivative(plan.body, plan.scoreLeaf)) {
-    why = {fwd.pv, "the score modification's derivative is not 1, and its "
-                   "chain rule in the backward is not recognised"};
-    return failure();
-  }
   // The contractions that the escaping values reach through elementwise
   // and reshaping steps: the candidate gradient matmuls.
   llvm::SetVector<Operation *> candidates;
@@ -446,11 +440,16 @@ FailureOr<BackwardMatch> Matcher::run(ArrayRef<Operation *> escapes,
     why = {escapes.front(), "no matmul of a backward (dV, dQ, dK) reads it"};
     return failure();
   }
-  for (Operation *c : candidates) {
-    examined.insert(c);
+  examined.insert(candidates.begin(), candidates.end());
+  const ScoreModPlan &plan = *fwd.plan;
+  if (plan.body && !hasUnitDerivative(plan.body, plan.scoreLeaf)) {
+    why = {fwd.pv, "the score modification's derivative is not 1, and its "
+                   "chain rule in the backward is not recognised"};
+    return failure();
+  }
+  for (Operation *c : candidates)
     if (failed(classify(cast<linalg::LinalgOp>(c))))
       return failure();
-  }
   if (fwd.scale == 0.0f && (m.dq.op || m.dk.op)) {
     why = {fwd.pv, "the scale is 0: the scores' gradient cannot be read "
                    "back from dQ or dK"};
