@@ -12,9 +12,7 @@ Here (compiler, no GPU):  python3 bench/gpu/bench_call_cost.py --prebuild DIR
 There (GPU, no LLVM):     FLASH_MLIR_CACHE_DIR=DIR python3 bench/gpu/bench_call_cost.py
 """
 import os
-import statistics
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
@@ -47,47 +45,11 @@ def prebuild(cache):
         print(flash_mlir.prebuild(qs, ks, vs, "bf16", causal=causal))
 
 
-def measure(fn, calls=30):
-    import torch
-    from torch.profiler import ProfilerActivity, profile
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    # call: events around one call each.
-    times = []
-    for _ in range(calls):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        times.append((s, e))
-    torch.cuda.synchronize()
-    call_us = statistics.median(s.elapsed_time(e) for s, e in times) * 1e3
-    # host: back-to-back calls, no waiting.
-    t0 = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    host_us = (time.perf_counter() - t0) / calls * 1e6
-    torch.cuda.synchronize()
-    # kernel: the longest kernel of each call (the attention kernel; the rest are
-    # small preparatory kernels of some backends).
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(calls):
-            fn()
-        torch.cuda.synchronize()
-    durs = [e.device_time for e in prof.events()
-            if getattr(e, "device_type", None) is not None and "CUDA" in str(e.device_type)
-            and e.device_time > 0]
-    durs.sort(reverse=True)
-    kernel_us = statistics.median(durs[:calls]) if durs else float("nan")
-    return kernel_us, call_us, host_us
-
-
 def run():
     import torch
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
-    from common import device_line
+    from common import device_line, measure
 
     print(device_line())
     print("| shape | impl | kernel µs | TFLOP/s (kernel) | call µs | TFLOP/s (call) | host µs/call |")

@@ -8,6 +8,7 @@ import json
 import os
 import statistics
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
@@ -76,3 +77,48 @@ def device_line():
     p = torch.cuda.get_device_properties(0)
     return (f"{p.name}, {p.multi_processor_count} SMs, torch {torch.__version__}, "
             f"CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}")
+
+
+def measure(fn, calls=30, kernels="longest"):
+    """(kernel µs, call µs, host µs per call) of fn():
+      kernel — device time from torch.profiler: the longest kernel of each call
+               (kernels="longest": the attention kernel, not a backend's small
+               preparatory ones), or all kernels of a call together ("all": a
+               split decode is two launches);
+      call   — CUDA events around one call, median;
+      host   — host time per call over back-to-back calls that do not wait."""
+    from torch.profiler import ProfilerActivity, profile
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    # call: events around one call each.
+    times = []
+    for _ in range(calls):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        fn()
+        e.record()
+        times.append((s, e))
+    torch.cuda.synchronize()
+    call_us = statistics.median(s.elapsed_time(e) for s, e in times) * 1e3
+    # host: back-to-back calls, no waiting.
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    host_us = (time.perf_counter() - t0) / calls * 1e6
+    torch.cuda.synchronize()
+    # kernel: the longest kernel of each call (the attention kernel; the rest are
+    # small preparatory kernels of some backends).
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    durs = [e.device_time for e in prof.events()
+            if getattr(e, "device_type", None) is not None and "CUDA" in str(e.device_type)
+            and e.device_time > 0]
+    durs.sort(reverse=True)
+    if kernels == "all":
+        kernel_us = sum(durs) / calls if durs else float("nan")
+    else:
+        kernel_us = statistics.median(durs[:calls]) if durs else float("nan")
+    return kernel_us, call_us, host_us

@@ -25,9 +25,10 @@ using namespace mlir::flash::gpu_lowering;
 
 using Layout = AccumulatorLayout;
 
-Value gpu_lowering::quadReduce(ImplicitLocOpBuilder &b, Value v, bool isMax) {
+Value gpu_lowering::butterflyReduce(ImplicitLocOpBuilder &b, Value v,
+                                    bool isMax, int64_t lanes) {
   Value width = constI32(b, 32);
-  for (int64_t off : {1, 2}) {
+  for (int64_t off = 1; off < lanes; off *= 2) {
     Value other = gpu::ShuffleOp::create(b, v, constI32(b, off), width,
                                          gpu::ShuffleMode::XOR)
                       .getShuffleResult();
@@ -35,6 +36,10 @@ Value gpu_lowering::quadReduce(ImplicitLocOpBuilder &b, Value v, bool isMax) {
               : arith::AddFOp::create(b, v, other).getResult();
   }
   return v;
+}
+
+Value gpu_lowering::quadReduce(ImplicitLocOpBuilder &b, Value v, bool isMax) {
+  return butterflyReduce(b, v, isMax, 4);
 }
 
 std::array<Value, 2>

@@ -2,10 +2,12 @@
 //
 // The second kernel of a split decode: each split wrote its row's output
 // normalised over its own keys and that range's log-sum-exp; the exact
-// result is their LSE-weighted sum (mergePartial, the softmax recurrence
-// applied to whole partials). One warp per row, each lane a strided set of
-// columns, the splits walked once: the traffic is splits × rows × Dv f32,
-// small beside the K/V the first kernel read.
+// result is their LSE-weighted sum. One warp per row: the lanes first take
+// the splits (the max of their lse and the sum of their weights, two
+// butterfly reductions), then the columns, with the splits unrolled so
+// that a long split list costs loads in flight, not one latency per split.
+// The traffic is splits × rows × Dv f32, small beside the K/V the first
+// kernel read.
 //
 //===----------------------------------------------------------------------===//
 #include "KernelStrategies.h"
@@ -21,6 +23,9 @@
 using namespace mlir;
 using namespace mlir::flash;
 using namespace mlir::flash::gpu_lowering;
+
+// Splits whose loads the weighted sum issues together.
+static constexpr int64_t kUnroll = 8;
 
 gpu::GPUFuncOp gpu_lowering::buildSplitKVCombineKernel(
     OpBuilder &ob, Location loc, gpu::GPUModuleOp module,
@@ -63,28 +68,77 @@ gpu::GPUFuncOp gpu_lowering::buildSplitKVCombineKernel(
     colsC.push_back(arith::MinSIOp::create(b, cols.back(), constIdx(b, Dv - 1)));
   }
   Value negInf = constF32(b, -std::numeric_limits<double>::infinity());
-  Value zf = constF32(b, 0.0), onef = constF32(b, 1.0);
+  Value zf = constF32(b, 0.0);
   Value log2e = constF32(b, 1.4426950408889634);
-  SmallVector<Value> init = {negInf, zf};
-  init.append(perLane, zf);
-  auto loop = scf::ForOp::create(
-      b, zero, splits, one, init,
-      [&](OpBuilder &nb, Location l, Value s, ValueRange st) {
+  Value c32 = constIdx(b, 32);
+  Value lastSplit = arith::SubIOp::create(b, splits, one);
+  // lse of split s in the log2 domain, -inf past the last split.
+  auto splitLse = [&](ImplicitLocOpBuilder &ib, Value s) {
+    Value in = arith::CmpIOp::create(ib, arith::CmpIPredicate::slt, s, splits);
+    Value sc = arith::MinSIOp::create(ib, s, lastSplit);
+    Value x = memref::LoadOp::create(ib, lsePart, ValueRange{sc, row});
+    return arith::SelectOp::create(ib, in, arith::MulFOp::create(ib, x, log2e),
+                                   negInf)
+        .getResult();
+  };
+
+  // The row's statistics with the lanes over the splits: the max of the
+  // partials' lse, then the sum of their weights 2^(lse - max). A split that
+  // saw no key has lse = -inf and weight 0 (updateRunningMax's convention:
+  // a row that saw nothing subtracts 0, never -inf).
+  Value laneSteps = arith::CeilDivSIOp::create(b, splits, c32);
+  auto maxLoop = scf::ForOp::create(
+      b, zero, laneSteps, one, ValueRange{negInf},
+      [&](OpBuilder &nb, Location l, Value i, ValueRange st) {
         ImplicitLocOpBuilder ib(l, nb);
-        Value x = memref::LoadOp::create(ib, lsePart, ValueRange{s, row});
-        PartialMerge pm = mergePartial(ib, st[0], st[1],
-                                       arith::MulFOp::create(ib, x, log2e),
-                                       onef);
-        SmallVector<Value> next = {pm.m, pm.l};
-        for (int64_t i = 0; i < perLane; ++i) {
-          Value o = memref::LoadOp::create(ib, oPart,
-                                           ValueRange{s, row, colsC[i]});
-          next.push_back(math::FmaOp::create(
-              ib, o, pm.beta, arith::MulFOp::create(ib, st[2 + i], pm.alpha)));
-        }
-        scf::YieldOp::create(ib, next);
+        Value s = arith::AddIOp::create(ib, lane, arith::MulIOp::create(ib, i, c32));
+        scf::YieldOp::create(
+            ib, ValueRange{arith::MaxNumFOp::create(ib, st[0], splitLse(ib, s))
+                               .getResult()});
       });
-  ValueRange fin = loop.getResults();
+  MaxUpdate top = updateRunningMax(
+      b, negInf, butterflyReduce(b, maxLoop.getResult(0), /*isMax=*/true, 32));
+  auto weight = [&](ImplicitLocOpBuilder &ib, Value s) {
+    return exp2Approx(ib, arith::SubFOp::create(ib, splitLse(ib, s), top.mUse));
+  };
+  auto sumLoop = scf::ForOp::create(
+      b, zero, laneSteps, one, ValueRange{zf},
+      [&](OpBuilder &nb, Location l, Value i, ValueRange st) {
+        ImplicitLocOpBuilder ib(l, nb);
+        Value s = arith::AddIOp::create(ib, lane, arith::MulIOp::create(ib, i, c32));
+        scf::YieldOp::create(
+            ib, ValueRange{arith::AddFOp::create(ib, st[0], weight(ib, s))
+                               .getResult()});
+      });
+  Value total = butterflyReduce(b, sumLoop.getResult(0), /*isMax=*/false, 32);
+
+  // The weighted sum with the lanes over the columns. The weights are known
+  // up front, so nothing is carried from one split to the next but the sums:
+  // the splits are unrolled so that their loads are in flight together.
+  SmallVector<Value> init(perLane, zf);
+  Value steps = arith::CeilDivSIOp::create(b, splits, constIdx(b, kUnroll));
+  auto loop = scf::ForOp::create(
+      b, zero, steps, one, init,
+      [&](OpBuilder &nb, Location l, Value i, ValueRange st) {
+        ImplicitLocOpBuilder ib(l, nb);
+        Value s0 = arith::MulIOp::create(ib, i, constIdx(ib, kUnroll));
+        SmallVector<Value> w, o;
+        for (int64_t u = 0; u < kUnroll; ++u) {
+          Value s = arith::AddIOp::create(ib, s0, constIdx(ib, u));
+          w.push_back(weight(ib, s));
+          Value sc = arith::MinSIOp::create(ib, s, lastSplit);
+          for (int64_t c = 0; c < perLane; ++c)
+            o.push_back(memref::LoadOp::create(ib, oPart,
+                                               ValueRange{sc, row, colsC[c]}));
+        }
+        SmallVector<Value> acc(st);
+        for (int64_t u = 0; u < kUnroll; ++u)
+          for (int64_t c = 0; c < perLane; ++c)
+            acc[c] = math::FmaOp::create(ib, o[u * perLane + c], w[u], acc[c]);
+        scf::YieldOp::create(ib, acc);
+      });
+  SmallVector<Value> fin = {top.m, total};
+  fin.append(loop.getResults().begin(), loop.getResults().end());
   RowResult res = finishRow(b, fin[0], fin[1], spec.hasLse);
   Value lq = memref::DimOp::create(b, out, 1);
   Value bh = arith::DivUIOp::create(b, row, lq);

@@ -87,9 +87,12 @@ FailureOr<SplitKVConfig> gpu_lowering::splitKVConfig(AttentionOp op,
   int64_t d = op.getQueryType().getDimSize(nb + 1);
   int64_t dv = op.getValueType().getDimSize(nb + 1);
   int64_t slices = std::max<int64_t>(1, llvm::divideCeil(cfg.rows, 16));
-  cfg.rowWarps = slices >= 3 ? 4 : slices;
+  // Up to 128 rows in one CTA (eight warps), so that a K/V tile is read once
+  // for all of them; fewer rows leave warps to share each tile's keys.
+  cfg.rowWarps = slices <= 2 ? slices : slices <= 4 ? 4 : 8;
   cfg.tileKeys = d + dv <= 256 ? 64 : 32;
-  cfg.keyWarps = std::min(4 / cfg.rowWarps, cfg.tileKeys / 16);
+  cfg.keyWarps =
+      std::max<int64_t>(1, std::min(4 / cfg.rowWarps, cfg.tileKeys / 16));
   int64_t stage = cfg.tileKeys * (d + kPad + dv + kPad) * 2;
   cfg.stages = std::clamp<int64_t>(kRingBudgetBytes / stage, 2, 4);
   return cfg;

@@ -1,8 +1,7 @@
 //===- SplitKVLaunch.cpp - the split-KV decode strategy and its host side -===//
 //
-// When the query rows of a K/V head fit one CTA (Lq · group <= 64: decode,
-// speculative decode, short chunks against a long cache) kernel=auto takes
-// this strategy first. Its host side chooses how many CTAs split each key
+// When the query rows of a K/V head fit one CTA (decode, speculative decode,
+// short chunks against a long cache) kernel=auto takes this strategy first. Its host side chooses how many CTAs split each key
 // range — from the device's SM count (asked of the runtime at run time),
 // the CTAs the heads already give and the number of key tiles — allocates
 // the partials stream-ordered on the caller's stream, launches the split
@@ -26,9 +25,11 @@ namespace {
 // The runtime entry point that reports the current device's SM count (0
 // when there is no device).
 constexpr StringLiteral kSMCountFn = "flashRuntimeMultiprocessorCount";
-// kernel=auto prefers the split kernel up to this many packed rows; beyond,
-// the prefill kernels' larger tiles do more work per K/V byte.
-constexpr int64_t kAutoMaxRows = 64;
+// kernel=auto prefers the split kernel up to 64 packed rows, and up to 128
+// when they come from several query heads (the prefill kernels would read
+// each K/V tile once per head); beyond, the prefill kernels' wgmma tiles do
+// more work per K/V byte.
+constexpr int64_t kAutoMaxRows = 64, kAutoMaxGroupedRows = 128;
 // Each split takes at least this many key tiles, so that its pipeline fill
 // and its partial's write are amortised.
 constexpr int64_t kMinTilesPerSplit = 2;
@@ -222,7 +223,9 @@ public:
   bool autoSelects(AttentionOp op) const override {
     std::string why;
     FailureOr<SplitKVConfig> cfg = splitKVConfig(op, why);
-    return succeeded(cfg) && cfg->rows <= kAutoMaxRows;
+    return succeeded(cfg) &&
+           (cfg->rows <= kAutoMaxRows ||
+            (cfg->group > 1 && cfg->rows <= kAutoMaxGroupedRows));
   }
   LogicalResult lower(RewriterBase &rewriter, AttentionOp op,
                       const OperandBuffers &bufs,

@@ -203,6 +203,10 @@ std::array<Value, 2> maskedSoftmaxStep(ImplicitLocOpBuilder &b,
                                        SmallVectorImpl<Value> &s, RowState &st,
                                        double scale, Value needsMask,
                                        const ScoreContext &ctx);
+/// Max or sum over groups of `lanes` (a power of two up to 32) adjacent
+/// lanes, by butterfly shuffles; every lane of a group gets the result.
+Value butterflyReduce(ImplicitLocOpBuilder &b, Value v, bool isMax,
+                      int64_t lanes);
 /// Quad (4-lane) butterfly reduction.
 Value quadReduce(ImplicitLocOpBuilder &b, Value v, bool isMax);
 /// Packs probabilities (accumulator layout) into tensor-core A-operand

@@ -1,0 +1,180 @@
+"""Decode on the GPU: the split-KV kernel (kernel=splitkv, what kernel=auto takes when the
+query rows of a K/V head, Lq · group, fit one CTA).
+
+Same rules as test_attention_gpu.py: a float64 reference, the error at most twice torch
+SDPA's own (plus 1e-3), the LSE within 1e-3; run where the kernels are, or fill a cache
+folder here with
+    python3 python/tests/test_decode_gpu.py --prebuild DIR
+and run with FLASH_MLIR_CACHE_DIR=DIR on the GPU machine."""
+import os
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+
+import flash_mlir  # noqa: E402
+from reference import attention_ref  # noqa: E402
+from test_attention_gpu import _compiler, _cuda, _errors, _inputs  # noqa: E402
+
+
+def _case(b, hq, hkv, lq, lk, d, dv=None, dtype="bfloat16", **kw):
+    dv = dv or d
+    return (b, hq, lq, d), (b, hkv, lk, d), (b, hkv, lk, dv), dtype, kw
+
+
+# name -> (q, k, v shapes, dtype, attention() keywords). Lk is never a multiple of the
+# 64-key tile unless the case is about that; split counts run from 1 to one per tile.
+CASES = {
+    "gqa4-lse": _case(4, 32, 8, 1, 4097, 128, return_lse=True),
+    "gqa8-f16": _case(2, 16, 2, 1, 1000, 128, dtype="float16"),
+    "mqa-d64": _case(3, 8, 1, 1, 7777, 64),
+    "mha": _case(2, 4, 4, 1, 100, 128),
+    "one-key": _case(2, 8, 2, 1, 1, 64, return_lse=True),
+    "long-128k": _case(1, 32, 8, 1, 131071, 128, return_lse=True),
+    "lq16-causal-br": _case(2, 32, 8, 16, 3000, 128, causal=True, align="bottom_right",
+                            return_lse=True),
+    "lq2-window-br": _case(2, 8, 2, 2, 2049, 64, window=300, align="bottom_right"),
+    # Top-left causal with Lk >> Lq: every split past the first tiles sees no key and
+    # merges in with lse = -inf.
+    "lq64-causal-tl-f16": _case(1, 4, 4, 64, 5000, 64, dtype="float16", causal=True,
+                                return_lse=True),
+    # More rows than one CTA holds (40 · 4 = 160: three row blocks), forced.
+    "rows160-forced": _case(1, 8, 2, 40, 1500, 64, causal=True, align="bottom_right",
+                            kernel="splitkv"),
+    "split1": _case(2, 16, 4, 1, 2000, 128, split_kv=1, return_lse=True),
+    "split3": _case(2, 16, 4, 1, 2000, 128, split_kv=3, return_lse=True),
+    "split-per-tile": _case(2, 16, 4, 1, 2000, 128, split_kv=1000, return_lse=True),
+    "d256": _case(1, 8, 2, 1, 999, 256),
+    "d96-dv64": _case(2, 8, 2, 1, 1200, 96, dv=64),
+    "lq1-group6": _case(1, 12, 2, 1, 3333, 64, dtype="float16"),
+    # MQA with 16 query rows: 128 packed rows in one CTA of eight warps.
+    "lq16-mqa8": _case(2, 8, 1, 16, 2500, 128, return_lse=True),
+}
+EMPTY = _case(2, 8, 2, 1, 0, 64, return_lse=True)
+
+# A per-head additive bias read at (head, key), ALiBi's shape: the rows of one tile
+# belong to different query heads, so each row half must see its own head index.
+BIAS = (2, 8, 2, 3, 777, 64)  # B, Hq, Hkv, Lq, Lk, D
+
+
+def _bias_ir():
+    b, hq, hkv, lq, lk, d = BIAS
+    qm = "memref<%dx%dx%dx%dxbf16>" % (b, hq, lq, d)
+    km = "memref<%dx%dx%dx%dxbf16>" % (b, hkv, lk, d)
+    tq, tk = qm.replace("memref", "tensor"), km.replace("memref", "tensor")
+    bm = "memref<%dx%dxf32>" % (hq, lk)
+    tb = bm.replace("memref", "tensor")
+    return f"""func.func @flash_attention(%q: {qm}, %k: {km}, %v: {km}, %o: {qm}, %bias: {bm})
+    attributes {{llvm.emit_c_interface}} {{
+  %qt = bufferization.to_tensor %q restrict : {qm} to {tq}
+  %kt = bufferization.to_tensor %k restrict : {km} to {tk}
+  %vt = bufferization.to_tensor %v restrict : {km} to {tk}
+  %ot = bufferization.to_tensor %o restrict writable : {qm} to {tq}
+  %bt = bufferization.to_tensor %bias restrict : {bm} to {tb}
+  %r = flash.attention ins(%qt, %kt, %vt : {tq}, {tk}, {tk}) outs(%ot : {tq})
+      captures(%bt : {tb}) scale(0.125) mask(causal, bottom_right) score_mod {{
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %x: {tb}):
+    %e = tensor.extract %x[%h, %j] : {tb}
+    %a = arith.addf %s, %e : f32
+    flash.yield %a : f32
+  }} -> {tq}
+  bufferization.materialize_in_destination %r in restrict writable %o : ({tq}, {qm}) -> ()
+  return
+}}
+"""
+
+
+def _bias_library():
+    import flash_mlir._attention as am
+    return am._library_for(_bias_ir(), "cuda", None, "kernel=splitkv")
+
+
+def prebuild_all(cache_dir):
+    os.environ["FLASH_MLIR_CACHE_DIR"] = cache_dir
+    os.environ.setdefault("CUDA_HOME", "/usr/local/cuda")
+    for name, (qs, ks, vs, dtype, kw) in list(CASES.items()) + [("empty", EMPTY)]:
+        print(name, flash_mlir.prebuild(qs, ks, vs, dtype, **kw))
+    print("bias", _bias_library())
+
+
+_MASK_KEYS = ("causal", "window", "align")
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_matches_sdpa(name):
+    torch = _cuda()
+    qs, ks, vs, dtype, kw = CASES[name]
+    q, k, v = _inputs(torch, qs, ks, vs, dtype)
+    out = torch.full(qs[:-1] + vs[-1:], float("nan"), dtype=q.dtype, device="cuda")
+    res = flash_mlir.attention(q, k, v, out=out, **kw)
+    torch.cuda.synchronize()
+    assert not torch.isnan(out).any()
+    err, err_sdpa, ref_lse = _errors(torch, out, q, k, v,
+                                     **{key: kw[key] for key in _MASK_KEYS if key in kw})
+    assert err <= 2 * err_sdpa + 1e-3, (err, err_sdpa)
+    if kw.get("return_lse"):
+        lse = res[1].double().cpu().numpy()
+        finite = ref_lse > -float("inf")
+        assert abs(lse[finite] - ref_lse[finite]).max() <= 1e-3
+        assert (lse[~finite] == -float("inf")).all()
+
+
+def test_auto_takes_the_split_kernel_for_decode():
+    """What kernel=auto compiles for a decode shape is the split kernel: its combine
+    kernel is in the library."""
+    _compiler()
+    qs, ks, vs, dtype, kw = CASES["gqa4-lse"]
+    ir = flash_mlir.attention_ir(qs, ks, vs, "bf16", lse=True)
+    ptx = flash_mlir.compile(ir, pipeline="flash-gpu-pipeline", output="ptx", format="isa")
+    assert ".entry combine(" in ptx and "cp.async" in ptx
+
+
+def test_no_keys_gives_zero_rows_and_minus_inf_lse():
+    torch = _cuda()
+    qs, ks, vs, dtype, kw = EMPTY
+    q, k, v = _inputs(torch, qs, ks, vs, dtype)
+    out = torch.full(qs, float("nan"), dtype=q.dtype, device="cuda")
+    out, lse = flash_mlir.attention(q, k, v, out=out, **kw)
+    torch.cuda.synchronize()
+    assert (out == 0).all().item()
+    assert torch.isneginf(lse).all().item()
+
+
+def test_per_head_bias_on_packed_rows():
+    torch = _cuda()
+    import numpy as np
+    import torch.nn.functional as F
+    from flash_mlir.gpu import KernelLibrary
+    b, hq, hkv, lq, lk, d = BIAS
+    q, k, v = _inputs(torch, (b, hq, lq, d), (b, hkv, lk, d), (b, hkv, lk, d), "bfloat16")
+    bias = torch.randn(hq, lk, device="cuda", dtype=torch.float32)
+    out = torch.full_like(q, float("nan"))
+    KernelLibrary(_bias_library())("flash_attention", q, k, v, out, bias, pass_stream=True)
+    torch.cuda.synchronize()
+    assert not torch.isnan(out).any()
+    bias64 = bias.double().cpu().numpy()
+    ref, _ = attention_ref(*(x.double().cpu().numpy() for x in (q, k, v)), scale=0.125,
+                           causal=True, align="bottom_right",
+                           score_mod=lambda s, i, j: s + bias64[None, :, None, :])
+    g = hq // hkv
+    i = torch.arange(lq, device="cuda")[:, None]
+    j = torch.arange(lk, device="cuda")[None, :]
+    allowed = j <= i + (lk - lq)
+    mask = torch.where(allowed, bias[None, :, None, :], torch.tensor(float("-inf"),
+                                                                     device="cuda"))
+    sdpa = F.scaled_dot_product_attention(q, k.repeat_interleave(g, dim=1),
+                                          v.repeat_interleave(g, dim=1),
+                                          attn_mask=mask.to(q.dtype), scale=0.125)
+    ref_t = torch.from_numpy(np.ascontiguousarray(ref)).to("cuda")
+    err = (out.double() - ref_t).abs().max().item()
+    err_sdpa = (sdpa.double() - ref_t).abs().max().item()
+    assert err <= 2 * err_sdpa + 1e-3, (err, err_sdpa)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3 or sys.argv[1] != "--prebuild":
+        sys.exit("usage: test_decode_gpu.py --prebuild CACHE_DIR")
+    prebuild_all(sys.argv[2])
