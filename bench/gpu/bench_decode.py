@@ -10,7 +10,10 @@ decode is two launches. Call time is CUDA events around one call.
 
 Here (compiler, no GPU):  python3 bench/gpu/bench_decode.py --prebuild DIR
 There (GPU, no LLVM):     FLASH_MLIR_CACHE_DIR=DIR python3 bench/gpu/bench_decode.py [--flex]
+Variants of our kernel (VARIANTS, on the VARIANT_CASES subset), beside the default:
+                          ... bench_decode.py --variants s2,s4
 """
+import argparse
 import os
 import sys
 
@@ -31,6 +34,18 @@ FLEX = {(16, 32, 8, 1, 32768), (16, 32, 8, 16, 32768), (1, 32, 8, 1, 131072),
         (64, 8, 1, 1, 4096)}
 
 
+# name -> flash_mlir.attention keywords: kernel options to compare against the default.
+VARIANTS = {
+    "s2": {"stages": 2},
+    "s4": {"stages": 4},
+    "split4": {"split_kv": 4},
+    "split8": {"split_kv": 8},
+    "split16": {"split_kv": 16},
+}
+VARIANT_CASES = [(16, 32, 8, 1, 32768), (64, 32, 8, 1, 32768), (1, 32, 8, 1, 131072),
+                 (16, 32, 8, 16, 32768), (16, 8, 1, 1, 131072), (16, 8, 1, 16, 32768)]
+
+
 def shapes(case):
     b, hq, hkv, lq, lk = case
     return (b, hq, lq, D), (b, hkv, lk, D), (b, hkv, lk, D)
@@ -41,6 +56,9 @@ def prebuild(cache):
     os.environ.setdefault("CUDA_HOME", "/usr/local/cuda")
     for case in CASES:
         print(case, flash_mlir.prebuild(*shapes(case), "bf16"))
+    for name, kw in VARIANTS.items():
+        for case in VARIANT_CASES:
+            print(name, case, flash_mlir.prebuild(*shapes(case), "bf16", **kw))
 
 
 def copy_rate_tbs(torch):
@@ -52,7 +70,7 @@ def copy_rate_tbs(torch):
     return 2 * x.numel() / ms / 1e9
 
 
-def run(with_flex):
+def run(with_flex, variants):
     import torch
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -68,7 +86,7 @@ def run(with_flex):
     if with_flex:
         from torch.nn.attention.flex_attention import flex_attention
         flex = torch.compile(flex_attention)
-    for case in CASES:
+    for case in (VARIANT_CASES if variants else CASES):
         b, hq, hkv, lq, lk = case
         qs, ks, vs = shapes(case)
         q = torch.randn(qs, device="cuda", dtype=torch.bfloat16)
@@ -76,6 +94,9 @@ def run(with_flex):
         v = torch.randn(vs, device="cuda", dtype=torch.bfloat16)
         kv_bytes = 2 * k.numel() * k.element_size()
         impls = [("ours", lambda: flash_mlir.attention(q, k, v))]
+        for name in variants:
+            impls.append(("ours[%s]" % name,
+                          lambda kw=VARIANTS[name]: flash_mlir.attention(q, k, v, **kw)))
         for name, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION),
                               ("fa2", SDPBackend.FLASH_ATTENTION)):
             def sdpa(backend=backend):
@@ -106,9 +127,17 @@ def run(with_flex):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "--prebuild":
-        prebuild(sys.argv[2])
-    elif len(sys.argv) == 1 or sys.argv[1:] == ["--flex"]:
-        run(with_flex=len(sys.argv) > 1)
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--prebuild", metavar="DIR")
+    ap.add_argument("--flex", action="store_true")
+    ap.add_argument("--variants", default="", help="comma-separated names from VARIANTS")
+    a = ap.parse_args()
+    if a.prebuild:
+        prebuild(a.prebuild)
     else:
-        sys.exit(__doc__)
+        names = [n for n in a.variants.split(",") if n]
+        unknown = [n for n in names if n not in VARIANTS]
+        if unknown:
+            ap.error("unknown variant(s) %s; known: %s" % (unknown, ", ".join(VARIANTS)))
+        run(a.flex, names)

@@ -31,7 +31,8 @@
 // CHECK: nvgpu.device_async_copy {{.*}} {bypassL1} : memref<?x?x128xbf16> to memref<3x64x136xbf16, #gpu.address_space<workgroup>>
 // CHECK: nvvm.cp.async.commit.group
 // CHECK: scf.for
-// CHECK: nvvm.cp.async.wait.group 2
+// CHECK: nvvm.cp.async.wait.group 1
+// CHECK: gpu.barrier
 // CHECK-COUNT-32: nvvm.mma.sync
 // CHECK-NOT: nvvm.mma.sync
 // CHECK: gpu.func @combine(
@@ -48,7 +49,7 @@
 // PTX-SAME: .target sm_90a
 // PTX-NOT: .local
 // PTX-DAG: cp.async.cg.shared.global [%rd{{[0-9]+}}], [%rd{{[0-9]+}}], 16;
-// PTX-DAG: cp.async.wait_group {{(\\09)?}}2;
+// PTX-DAG: cp.async.wait_group {{(\\09)?}}1;
 // PTX-DAG: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
 // PTX-DAG: ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16
 // PTX-DAG: .entry combine(

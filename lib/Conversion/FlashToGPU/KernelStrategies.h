@@ -262,8 +262,10 @@ struct SplitKVConfig {
   /// Dynamic shared memory: the ring, reused for the warps' merge.
   int64_t smemBytes(int64_t d, int64_t dv) const;
 };
-/// The layout for `op`, or why it has none (a dynamic Lq or head count).
-FailureOr<SplitKVConfig> splitKVConfig(AttentionOp op, std::string &why);
+/// The layout for `op`, or why it has none (a dynamic Lq or head count);
+/// `stages` > 0 sets the ring depth, else it is what fits two CTAs per SM.
+FailureOr<SplitKVConfig> splitKVConfig(AttentionOp op, std::string &why,
+                                       int64_t stages = 0);
 
 /// The split kernel. Arguments: those of MemrefKernelArgs, then the
 /// partial outputs [splits, bh·Lq, Dv] and lse [splits, bh·Lq] (f32), and

@@ -64,7 +64,8 @@ int64_t SplitKVConfig::smemBytes(int64_t d, int64_t dv) const {
 }
 
 FailureOr<SplitKVConfig> gpu_lowering::splitKVConfig(AttentionOp op,
-                                                     std::string &why) {
+                                                     std::string &why,
+                                                     int64_t stages) {
   int64_t nb = op.getNumBatchDims();
   SplitKVConfig cfg;
   cfg.lq = op.getQueryType().getDimSize(nb);
@@ -94,7 +95,8 @@ FailureOr<SplitKVConfig> gpu_lowering::splitKVConfig(AttentionOp op,
   cfg.keyWarps =
       std::max<int64_t>(1, std::min(4 / cfg.rowWarps, cfg.tileKeys / 16));
   int64_t stage = cfg.tileKeys * (d + kPad + dv + kPad) * 2;
-  cfg.stages = std::clamp<int64_t>(kRingBudgetBytes / stage, 2, 4);
+  cfg.stages = stages > 0 ? stages
+                          : std::clamp<int64_t>(kRingBudgetBytes / stage, 2, 4);
   return cfg;
 }
 
@@ -245,43 +247,87 @@ gpu::GPUFuncOp gpu_lowering::buildSplitKVKernel(OpBuilder &ob, Location loc,
       b, arith::MinSIOp::create(b, vEnd, sEnd), tBegin);
   Value nLocal = arith::SubIOp::create(b, tEnd, tBegin);
 
+  auto tokenTy = nvgpu::DeviceAsyncTokenType::get(ctx);
+  // A thread's copies of one tile: when the threads cover whole rows
+  // (threads a multiple of the row's 16-byte chunks) its rows are jj0 + i·step
+  // and its column is fixed, so every copy of a whole tile is the thread's
+  // base address plus a constant; only the tile that crosses Lk clamps.
+  struct RowCopies {
+    Value src, ring;
+    int64_t chunks, total;
+    Value jj0, col; // set when threads % chunks == 0
+  };
+  auto rowCopies = [&](Value src, Value ring, int64_t width) {
+    RowCopies rc{src, ring, width / 8, T * (width / 8), Value(), Value()};
+    if (cfg.threads() % rc.chunks == 0) {
+      rc.jj0 = arith::DivUIOp::create(b, tid, constIdx(b, rc.chunks));
+      rc.col = arith::MulIOp::create(
+          b, arith::RemUIOp::create(b, tid, constIdx(b, rc.chunks)),
+          constIdx(b, 8));
+    }
+    return rc;
+  };
+  RowCopies kCopies = rowCopies(args.k, kRing, D);
+  RowCopies vCopies = rowCopies(args.v, vRing, Dv);
+  auto copy = [&](ImplicitLocOpBuilder &ib, const RowCopies &rc, Value st,
+                  Value jj, Value j, Value col) {
+    nvgpu::DeviceAsyncCopyOp::create(ib, tokenTy, rc.ring,
+                                     ValueRange{st, jj, col}, rc.src,
+                                     ValueRange{kvbh, j, col},
+                                     ib.getIndexAttr(8), Value(),
+                                     ib.getUnitAttr());
+  };
+  auto copyRows = [&](ImplicitLocOpBuilder &ib, const RowCopies &rc, Value st,
+                      Value j0, bool clamp) {
+    auto row = [&](Value jj) {
+      Value j = arith::AddIOp::create(ib, j0, jj);
+      return clamp ? arith::MinSIOp::create(ib, j, lkLast).getResult() : j;
+    };
+    if (rc.jj0) {
+      int64_t step = cfg.threads() / rc.chunks;
+      for (int64_t i = 0; i * step < T; ++i) {
+        Value jj = arith::AddIOp::create(ib, rc.jj0, constIdx(ib, i * step));
+        copy(ib, rc, st, jj, row(jj), rc.col);
+      }
+      return;
+    }
+    for (int64_t i = 0; i * cfg.threads() < rc.total; ++i) {
+      Value e = arith::AddIOp::create(ib, tid, constIdx(ib, i * cfg.threads()));
+      OpBuilder::InsertionGuard gd(ib);
+      if ((i + 1) * cfg.threads() > rc.total) {
+        auto in = scf::IfOp::create(
+            ib, arith::CmpIOp::create(ib, arith::CmpIPredicate::slt, e,
+                                      constIdx(ib, rc.total)),
+            /*withElse=*/false);
+        ib.setInsertionPointToStart(in.thenBlock());
+      }
+      Value jj = arith::DivUIOp::create(ib, e, constIdx(ib, rc.chunks));
+      Value col = arith::MulIOp::create(
+          ib, arith::RemUIOp::create(ib, e, constIdx(ib, rc.chunks)),
+          constIdx(ib, 8));
+      copy(ib, rc, st, jj, row(jj), col);
+    }
+  };
   // One tile into stage `st`: all threads, 16 bytes per copy; keys past Lk
   // repeat the last key (masked in the softmax).
-  auto tokenTy = nvgpu::DeviceAsyncTokenType::get(ctx);
   auto loadTile = [&](ImplicitLocOpBuilder &ib, Value tile, Value st) {
     Value j0 = arith::MulIOp::create(ib, tile, constIdx(ib, T));
-    auto copyRows = [&](Value src, Value ring, int64_t width) {
-      int64_t chunks = width / 8, total = T * chunks;
-      for (int64_t i = 0; i * cfg.threads() < total; ++i) {
-        Value e = arith::AddIOp::create(ib, tid,
-                                        constIdx(ib, i * cfg.threads()));
-        OpBuilder::InsertionGuard gd(ib);
-        if ((i + 1) * cfg.threads() > total) {
-          auto in = scf::IfOp::create(
-              ib, arith::CmpIOp::create(ib, arith::CmpIPredicate::slt, e,
-                                        constIdx(ib, total)),
-              /*withElse=*/false);
-          ib.setInsertionPointToStart(in.thenBlock());
-        }
-        Value jj = arith::DivUIOp::create(ib, e, constIdx(ib, chunks));
-        Value c = arith::MulIOp::create(
-            ib, arith::RemUIOp::create(ib, e, constIdx(ib, chunks)),
-            constIdx(ib, 8));
-        Value j = arith::MinSIOp::create(
-            ib, arith::AddIOp::create(ib, j0, jj), lkLast);
-        nvgpu::DeviceAsyncCopyOp::create(
-            ib, tokenTy, ring, ValueRange{st, jj, c}, src,
-            ValueRange{kvbh, j, c}, ib.getIndexAttr(8), Value(),
-            ib.getUnitAttr());
-      }
-    };
-    copyRows(args.k, kRing, D);
-    copyRows(args.v, vRing, Dv);
+    Value whole = arith::CmpIOp::create(
+        ib, arith::CmpIPredicate::sle,
+        arith::AddIOp::create(ib, j0, constIdx(ib, T)), lk);
+    auto ifWhole = scf::IfOp::create(ib, whole, /*withElse=*/true);
+    for (bool clamp : {false, true}) {
+      OpBuilder::InsertionGuard gd(ib);
+      ib.setInsertionPointToStart(clamp ? ifWhole.elseBlock()
+                                        : ifWhole.thenBlock());
+      copyRows(ib, kCopies, st, j0, clamp);
+      copyRows(ib, vCopies, st, j0, clamp);
+    }
   };
   // Copies are committed as one group per tile, empty groups included, so
-  // that "all but the newest S - 1 groups done" always means "this tile is
-  // in". The NVVM ops directly: the nvgpu group ops thread tokens, which the
-  // copies under scf.if cannot hand out.
+  // that "all but the newest S - 2 groups done" at the top of an iteration
+  // always means "its tile is in". The NVVM ops directly: the nvgpu group
+  // ops thread tokens, which the copies under scf.if cannot hand out.
   auto commit = [&](ImplicitLocOpBuilder &ib) {
     NVVM::CpAsyncCommitGroupOp::create(ib);
   };
@@ -323,10 +369,13 @@ gpu::GPUFuncOp gpu_lowering::buildSplitKVKernel(OpBuilder &ob, Location loc,
       b, zero, nLocal, one, init,
       [&](OpBuilder &nb, Location l, Value it, ValueRange state) {
         ImplicitLocOpBuilder ib(l, nb);
+        // Tile `it` is in once at most S - 2 groups are pending; past the
+        // barrier every thread has also finished the previous tile, so its
+        // stage takes the copies of tile it + S - 1 during this one's math.
+        waitGroups(ib, S - 2);
+        gpu::BarrierOp::create(ib);
         loadIfInRange(ib, arith::AddIOp::create(ib, it, constIdx(ib, S - 1)));
         commit(ib);
-        waitGroups(ib, S - 1);
-        gpu::BarrierOp::create(ib);
         Value st = arith::RemUIOp::create(ib, it, constIdx(ib, S));
         Value tile = arith::AddIOp::create(ib, tBegin, it);
         Value colBase = arith::AddIOp::create(
@@ -347,8 +396,6 @@ gpu::GPUFuncOp gpu_lowering::buildSplitKVKernel(OpBuilder &ob, Location loc,
           o[i] = arith::MulFOp::create(ib, o[i],
                                        alpha[AccumulatorLayout::rowHalf(i)]);
         accumulatePV(ib, elem, vRing, st, warpKey0, s, lane16, Tw, Dv, o);
-        // The next iteration's copies overwrite the stage read here.
-        gpu::BarrierOp::create(ib);
         SmallVector<Value> next = {rs.m[0], rs.m[1], rs.l[0], rs.l[1]};
         next.append(o.begin(), o.end());
         scf::YieldOp::create(ib, next);

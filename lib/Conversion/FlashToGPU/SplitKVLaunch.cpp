@@ -233,7 +233,7 @@ public:
                       const ChipInfo &chip) const override {
     std::string why;
     FailureOr<MemrefKernelSpec> spec = memrefKernelSpec(op, why);
-    FailureOr<SplitKVConfig> cfg = splitKVConfig(op, why);
+    FailureOr<SplitKVConfig> cfg = splitKVConfig(op, why, options.stages);
     if (failed(spec) || failed(cfg))
       return op.emitOpError("convert-flash-to-gpu: ") << why;
     return lowerToSplitKVLaunch(rewriter, op, bufs, *spec, *cfg, options,
