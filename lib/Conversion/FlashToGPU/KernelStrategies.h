@@ -275,10 +275,11 @@ gpu::GPUFuncOp buildSplitKVKernel(OpBuilder &b, Location loc,
                                   const MemrefKernelSpec &spec,
                                   const SplitKVConfig &cfg,
                                   ArrayRef<Type> argTypes);
-/// Rows per CTA of the combine kernel (one warp each).
+/// Warps per CTA of the combine kernel.
 constexpr int64_t kSplitKVCombineWarps = 4;
 /// The combine kernel, named `combine`. Arguments: the partial outputs and
-/// lse, out [bh, Lq, Dv], [lse [bh, Lq]].
+/// lse, out [bh, Lq, Dv], [lse [bh, Lq]], and the warps per row (1, 2 or 4:
+/// a CTA serves 4 / that rows).
 gpu::GPUFuncOp buildSplitKVCombineKernel(OpBuilder &b, Location loc,
                                          gpu::GPUModuleOp module,
                                          const MemrefKernelSpec &spec,

@@ -2,10 +2,12 @@
 //
 // The second kernel of a split decode: each split wrote its row's output
 // normalised over its own keys and that range's log-sum-exp; the exact
-// result is their LSE-weighted sum. One warp per row: the lanes first take
-// the splits (the max of their lse and the sum of their weights, two
-// butterfly reductions), then the columns, with the splits unrolled so
-// that a long split list costs loads in flight, not one latency per split.
+// result is their LSE-weighted sum. One to four warps per row (more when
+// there are many splits and few rows, so that the splits of a row are
+// read in parallel): the lanes first take the splits (the max of their lse
+// and the sum of their weights, butterfly then shared-memory reductions),
+// then the columns, with the splits unrolled so that a long split list
+// costs loads in flight, not one latency per split.
 // The traffic is splits × rows × Dv f32, small beside the K/V the first
 // kernel read.
 //
@@ -30,35 +32,50 @@ static constexpr int64_t kUnroll = 8;
 gpu::GPUFuncOp gpu_lowering::buildSplitKVCombineKernel(
     OpBuilder &ob, Location loc, gpu::GPUModuleOp module,
     const MemrefKernelSpec &spec, ArrayRef<Type> argTypes) {
+  MLIRContext *ctx = ob.getContext();
   ImplicitLocOpBuilder b(loc, ob);
   b.setInsertionPointToEnd(module.getBody());
   Type f32 = b.getF32Type();
-  const int64_t Dv = spec.dv;
+  const int64_t Dv = spec.dv, W = kSplitKVCombineWarps;
   const int64_t perLane = llvm::divideCeil(Dv, 32);
-  gpu::GPUFuncOp fn = createMemrefKernelFunc(b, argTypes, {}, {},
-                                             32 * kSplitKVCombineWarps);
+  auto wg = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
+  // Per warp: its statistic, and its share of the weighted sum.
+  SmallVector<Type> workgroup = {
+      MemRefType::get({W}, f32, MemRefLayoutAttrInterface(), wg),
+      MemRefType::get({W, perLane * 32}, f32, MemRefLayoutAttrInterface(), wg)};
+  gpu::GPUFuncOp fn =
+      createMemrefKernelFunc(b, argTypes, workgroup, {}, 32 * W);
   fn.setName("combine");
   Block &entry = fn.getBody().front();
   b.setInsertionPointToStart(&entry);
+  Value stat = fn.getWorkgroupAttributions()[0];
+  Value part = fn.getWorkgroupAttributions()[1];
   Value oPart = entry.getArgument(0);   // [splits, bh·Lq, Dv] f32
   Value lsePart = entry.getArgument(1); // [splits, bh·Lq]
   Value out = entry.getArgument(2);     // [bh, Lq, Dv]
   Value lse = spec.hasLse ? entry.getArgument(3) : Value(); // [bh, Lq]
+  Value wpr = entry.getArgument(spec.hasLse ? 4 : 3); // warps per row
 
+  // Warp w of the block serves row block·(W / wpr) + w / wpr and, of its
+  // splits, those ≡ w mod wpr. Every thread reaches the barriers; only
+  // rows that exist store.
   Value zero = constIdx(b, 0), one = constIdx(b, 1);
   Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
+  Value warp = arith::DivUIOp::create(b, tid, constIdx(b, 32));
   Value lane = arith::RemUIOp::create(b, tid, constIdx(b, 32));
+  Value rowsPerBlock = arith::DivUIOp::create(b, constIdx(b, W), wpr);
+  Value sub = arith::RemUIOp::create(b, warp, wpr);
+  Value firstWarp = arith::SubIOp::create(b, warp, sub);
+  Value rowsTotal = memref::DimOp::create(b, lsePart, 1);
+  Value splits = memref::DimOp::create(b, lsePart, 0);
   Value row = arith::AddIOp::create(
       b,
       arith::MulIOp::create(b, gpu::BlockIdOp::create(b, gpu::Dimension::x),
-                            constIdx(b, kSplitKVCombineWarps)),
-      arith::DivUIOp::create(b, tid, constIdx(b, 32)));
-  Value rowsTotal = memref::DimOp::create(b, lsePart, 1);
-  Value splits = memref::DimOp::create(b, lsePart, 0);
-  auto ifRow = scf::IfOp::create(
-      b, arith::CmpIOp::create(b, arith::CmpIPredicate::slt, row, rowsTotal),
-      /*withElse=*/false);
-  b.setInsertionPointToStart(ifRow.thenBlock());
+                            rowsPerBlock),
+      arith::DivUIOp::create(b, warp, wpr));
+  Value inRow = arith::CmpIOp::create(b, arith::CmpIPredicate::slt, row, rowsTotal);
+  Value rowC = arith::MinSIOp::create(
+      b, row, arith::SubIOp::create(b, rowsTotal, one));
 
   // Columns lane + 32 i; the last ones of a Dv that is not a multiple of 32
   // are read clamped and never stored.
@@ -70,34 +87,67 @@ gpu::GPUFuncOp gpu_lowering::buildSplitKVCombineKernel(
   Value negInf = constF32(b, -std::numeric_limits<double>::infinity());
   Value zf = constF32(b, 0.0);
   Value log2e = constF32(b, 1.4426950408889634);
-  Value c32 = constIdx(b, 32);
   Value lastSplit = arith::SubIOp::create(b, splits, one);
   // lse of split s in the log2 domain, -inf past the last split.
   auto splitLse = [&](ImplicitLocOpBuilder &ib, Value s) {
     Value in = arith::CmpIOp::create(ib, arith::CmpIPredicate::slt, s, splits);
     Value sc = arith::MinSIOp::create(ib, s, lastSplit);
-    Value x = memref::LoadOp::create(ib, lsePart, ValueRange{sc, row});
+    Value x = memref::LoadOp::create(ib, lsePart, ValueRange{sc, rowC});
     return arith::SelectOp::create(ib, in, arith::MulFOp::create(ib, x, log2e),
                                    negInf)
         .getResult();
+  };
+  // This warp's k-th split: sub + wpr·k.
+  auto warpSplit = [&](ImplicitLocOpBuilder &ib, Value k) {
+    return arith::AddIOp::create(ib, sub, arith::MulIOp::create(ib, k, wpr))
+        .getResult();
+  };
+  // A statistic of the row's warps: each warp's value through shared memory,
+  // reduced over the row's wpr warps.
+  auto rowReduce = [&](Value v, bool isMax) {
+    memref::StoreOp::create(b, v, stat, ValueRange{warp});
+    gpu::BarrierOp::create(b);
+    Value r = v;
+    for (int64_t w = 0; w < W; ++w) {
+      Value wIdx = arith::AddIOp::create(b, firstWarp, constIdx(b, w));
+      Value mine = arith::CmpIOp::create(
+          b, arith::CmpIPredicate::slt, constIdx(b, w), wpr);
+      Value x = memref::LoadOp::create(
+          b, stat, ValueRange{arith::MinSIOp::create(b, wIdx, constIdx(b, W - 1))});
+      x = arith::SelectOp::create(b, mine, x, isMax ? negInf : zf);
+      if (w == 0)
+        r = x;
+      else
+        r = isMax ? arith::MaxNumFOp::create(b, r, x).getResult()
+                  : arith::AddFOp::create(b, r, x).getResult();
+    }
+    gpu::BarrierOp::create(b);
+    return r;
   };
 
   // The row's statistics with the lanes over the splits: the max of the
   // partials' lse, then the sum of their weights 2^(lse - max). A split that
   // saw no key has lse = -inf and weight 0 (updateRunningMax's convention:
   // a row that saw nothing subtracts 0, never -inf).
-  Value laneSteps = arith::CeilDivSIOp::create(b, splits, c32);
+  Value laneSteps = arith::CeilDivSIOp::create(
+      b, splits, arith::MulIOp::create(b, wpr, constIdx(b, 32)));
+  auto laneSplit = [&](ImplicitLocOpBuilder &ib, Value i) {
+    return warpSplit(ib, arith::AddIOp::create(
+                             ib, lane, arith::MulIOp::create(ib, i, constIdx(ib, 32))));
+  };
   auto maxLoop = scf::ForOp::create(
       b, zero, laneSteps, one, ValueRange{negInf},
       [&](OpBuilder &nb, Location l, Value i, ValueRange st) {
         ImplicitLocOpBuilder ib(l, nb);
-        Value s = arith::AddIOp::create(ib, lane, arith::MulIOp::create(ib, i, c32));
         scf::YieldOp::create(
-            ib, ValueRange{arith::MaxNumFOp::create(ib, st[0], splitLse(ib, s))
+            ib, ValueRange{arith::MaxNumFOp::create(
+                               ib, st[0], splitLse(ib, laneSplit(ib, i)))
                                .getResult()});
       });
   MaxUpdate top = updateRunningMax(
-      b, negInf, butterflyReduce(b, maxLoop.getResult(0), /*isMax=*/true, 32));
+      b, negInf,
+      rowReduce(butterflyReduce(b, maxLoop.getResult(0), /*isMax=*/true, 32),
+                /*isMax=*/true));
   auto weight = [&](ImplicitLocOpBuilder &ib, Value s) {
     return exp2Approx(ib, arith::SubFOp::create(ib, splitLse(ib, s), top.mUse));
   };
@@ -105,31 +155,34 @@ gpu::GPUFuncOp gpu_lowering::buildSplitKVCombineKernel(
       b, zero, laneSteps, one, ValueRange{zf},
       [&](OpBuilder &nb, Location l, Value i, ValueRange st) {
         ImplicitLocOpBuilder ib(l, nb);
-        Value s = arith::AddIOp::create(ib, lane, arith::MulIOp::create(ib, i, c32));
         scf::YieldOp::create(
-            ib, ValueRange{arith::AddFOp::create(ib, st[0], weight(ib, s))
+            ib, ValueRange{arith::AddFOp::create(ib, st[0],
+                                                 weight(ib, laneSplit(ib, i)))
                                .getResult()});
       });
-  Value total = butterflyReduce(b, sumLoop.getResult(0), /*isMax=*/false, 32);
+  Value total = rowReduce(
+      butterflyReduce(b, sumLoop.getResult(0), /*isMax=*/false, 32),
+      /*isMax=*/false);
 
   // The weighted sum with the lanes over the columns. The weights are known
   // up front, so nothing is carried from one split to the next but the sums:
   // the splits are unrolled so that their loads are in flight together.
   SmallVector<Value> init(perLane, zf);
-  Value steps = arith::CeilDivSIOp::create(b, splits, constIdx(b, kUnroll));
+  Value steps = arith::CeilDivSIOp::create(
+      b, splits, arith::MulIOp::create(b, wpr, constIdx(b, kUnroll)));
   auto loop = scf::ForOp::create(
       b, zero, steps, one, init,
       [&](OpBuilder &nb, Location l, Value i, ValueRange st) {
         ImplicitLocOpBuilder ib(l, nb);
-        Value s0 = arith::MulIOp::create(ib, i, constIdx(ib, kUnroll));
+        Value k0 = arith::MulIOp::create(ib, i, constIdx(ib, kUnroll));
         SmallVector<Value> w, o;
         for (int64_t u = 0; u < kUnroll; ++u) {
-          Value s = arith::AddIOp::create(ib, s0, constIdx(ib, u));
+          Value s = warpSplit(ib, arith::AddIOp::create(ib, k0, constIdx(ib, u)));
           w.push_back(weight(ib, s));
           Value sc = arith::MinSIOp::create(ib, s, lastSplit);
           for (int64_t c = 0; c < perLane; ++c)
             o.push_back(memref::LoadOp::create(ib, oPart,
-                                               ValueRange{sc, row, colsC[c]}));
+                                               ValueRange{sc, rowC, colsC[c]}));
         }
         SmallVector<Value> acc(st);
         for (int64_t u = 0; u < kUnroll; ++u)
@@ -137,9 +190,31 @@ gpu::GPUFuncOp gpu_lowering::buildSplitKVCombineKernel(
             acc[c] = math::FmaOp::create(ib, o[u * perLane + c], w[u], acc[c]);
         scf::YieldOp::create(ib, acc);
       });
-  SmallVector<Value> fin = {top.m, total};
-  fin.append(loop.getResults().begin(), loop.getResults().end());
-  RowResult res = finishRow(b, fin[0], fin[1], spec.hasLse);
+  // The row's first warp adds the other warps' shares.
+  for (int64_t c = 0; c < perLane; ++c)
+    memref::StoreOp::create(b, loop.getResult(c), part,
+                            ValueRange{warp, arith::AddIOp::create(
+                                                 b, lane, constIdx(b, 32 * c))});
+  gpu::BarrierOp::create(b);
+  Value writer = arith::AndIOp::create(
+      b, inRow, arith::CmpIOp::create(b, arith::CmpIPredicate::eq, sub, zero));
+  auto ifWriter = scf::IfOp::create(b, writer, /*withElse=*/false);
+  b.setInsertionPointToStart(ifWriter.thenBlock());
+  SmallVector<Value> acc;
+  for (int64_t c = 0; c < perLane; ++c) {
+    Value col = arith::AddIOp::create(b, lane, constIdx(b, 32 * c));
+    Value a = memref::LoadOp::create(b, part, ValueRange{warp, col});
+    for (int64_t w = 1; w < W; ++w) {
+      Value mine = arith::CmpIOp::create(b, arith::CmpIPredicate::slt,
+                                         constIdx(b, w), wpr);
+      Value src = arith::MinSIOp::create(
+          b, arith::AddIOp::create(b, warp, constIdx(b, w)), constIdx(b, W - 1));
+      Value x = memref::LoadOp::create(b, part, ValueRange{src, col});
+      a = arith::AddFOp::create(b, a, arith::SelectOp::create(b, mine, x, zf));
+    }
+    acc.push_back(a);
+  }
+  RowResult res = finishRow(b, top.m, total, spec.hasLse);
   Value lq = memref::DimOp::create(b, out, 1);
   Value bh = arith::DivUIOp::create(b, row, lq);
   Value q = arith::RemUIOp::create(b, row, lq);
@@ -152,7 +227,7 @@ gpu::GPUFuncOp gpu_lowering::buildSplitKVCombineKernel(
           /*withElse=*/false);
       b.setInsertionPointToStart(in.thenBlock());
     }
-    Value x = arith::MulFOp::create(b, fin[2 + i], res.inv);
+    Value x = arith::MulFOp::create(b, acc[i], res.inv);
     if (spec.oElem != f32)
       x = arith::TruncFOp::create(b, spec.oElem, x);
     memref::StoreOp::create(b, x, out, ValueRange{bh, q, cols[i]});

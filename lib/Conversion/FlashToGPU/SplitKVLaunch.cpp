@@ -34,6 +34,8 @@ constexpr int64_t kAutoMaxRows = 64, kAutoMaxGroupedRows = 128;
 // and its partial's write are amortised.
 constexpr int64_t kMinTilesPerSplit = 2;
 constexpr int64_t kMaxSplits = 128;
+// From this many splits on, each row of the combine gets a whole CTA.
+constexpr int64_t kCombineSplitsPerWarp = 16;
 } // namespace
 
 /// The runtime's SM count, declared in the host module on first use.
@@ -124,6 +126,7 @@ LogicalResult gpu_lowering::lowerToSplitKVLaunch(
   SmallVector<Type> combineTypes = {oPartTy, lsePartTy, a.args[3].getType()};
   if (bufs.lse)
     combineTypes.push_back(a.args[4].getType());
+  combineTypes.push_back(b.getIndexType());
 
   gpu::GPUFuncOp kernel, combine;
   {
@@ -192,11 +195,19 @@ LogicalResult gpu_lowering::lowerToSplitKVLaunch(
     OpBuilder::InsertionGuard gm(b);
     auto ifMulti = scf::IfOp::create(b, multi, /*withElse=*/false);
     b.setInsertionPointToStart(ifMulti.thenBlock());
+    // Many splits over few rows: the warps of a CTA share a row's splits.
+    Value wpr = arith::SelectOp::create(
+        b,
+        arith::CmpIOp::create(b, arith::CmpIPredicate::sge, splits,
+                              constIdx(b, kCombineSplitsPerWarp)),
+        constIdx(b, kSplitKVCombineWarps), one);
     SmallVector<Value> cargs = {oPart, lsePart, a.args[3]};
     if (bufs.lse)
       cargs.push_back(a.args[4]);
+    cargs.push_back(wpr);
     Value blocks = arith::CeilDivSIOp::create(
-        b, rowsTotal, constIdx(b, kSplitKVCombineWarps));
+        b, rowsTotal,
+        arith::DivUIOp::create(b, constIdx(b, kSplitKVCombineWarps), wpr));
     launchOnStream(b, combine, blocks, one, 32 * kSplitKVCombineWarps,
                    /*dynamicSmemBytes=*/0, cargs, stream);
   }
