@@ -88,19 +88,7 @@ def measure(fn, calls=30, kernels="longest"):
       call   — CUDA events around one call, median;
       host   — host time per call over back-to-back calls that do not wait."""
     from torch.profiler import ProfilerActivity, profile
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    # call: events around one call each.
-    times = []
-    for _ in range(calls):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        times.append((s, e))
-    torch.cuda.synchronize()
-    call_us = statistics.median(s.elapsed_time(e) for s, e in times) * 1e3
+    call_us = time_ms(fn, warmup=3, iters=calls) * 1e3
     # host: back-to-back calls, no waiting.
     t0 = time.perf_counter()
     for _ in range(calls):

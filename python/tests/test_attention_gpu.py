@@ -166,12 +166,17 @@ BIAS_CASES = {"bias-wgmma": ("auto", "bf16", 64), "bias-mma": ("mma", "bf16", 96
 BIAS_SHAPE = (2, 3, 150, 130)  # B, H, Lq, Lk
 
 
-def _bias_ir(elt, d):
+def _bias_ir(elt, d, q_shape=None, k_shape=None, bias_shape=None, read="%i, %j",
+             mask="causal", scale="0.1"):
+    """A flash.attention whose score_mod adds a captured f32 bias read at `read` (of
+    %b, %h, %i, %j); shapes [B, H, L] without D (default: BIAS_SHAPE, bias [Lq, Lk])."""
     b, h, lq, lk = BIAS_SHAPE
-    qm = "memref<%dx%dx%dx%dx%s>" % (b, h, lq, d, elt)
-    km = "memref<%dx%dx%dx%dx%s>" % (b, h, lk, d, elt)
+    q_shape, k_shape = q_shape or (b, h, lq), k_shape or (b, h, lk)
+    bias_shape = bias_shape or (lq, lk)
+    qm = "memref<%sx%dx%s>" % ("x".join(map(str, q_shape)), d, elt)
+    km = "memref<%sx%dx%s>" % ("x".join(map(str, k_shape)), d, elt)
     tq, tk = qm.replace("memref", "tensor"), km.replace("memref", "tensor")
-    bm = "memref<%dx%dxf32>" % (lq, lk)
+    bm = "memref<%sxf32>" % "x".join(map(str, bias_shape))
     tb = bm.replace("memref", "tensor")
     return f"""func.func @flash_attention(%q: {qm}, %k: {km}, %v: {km}, %o: {qm}, %bias: {bm})
     attributes {{llvm.emit_c_interface}} {{
@@ -181,9 +186,9 @@ def _bias_ir(elt, d):
   %ot = bufferization.to_tensor %o restrict writable : {qm} to {tq}
   %bt = bufferization.to_tensor %bias restrict : {bm} to {tb}
   %r = flash.attention ins(%qt, %kt, %vt : {tq}, {tk}, {tk}) outs(%ot : {tq})
-      captures(%bt : {tb}) scale(0.1) mask(causal) score_mod {{
+      captures(%bt : {tb}) scale({scale}) mask({mask}) score_mod {{
   ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %x: {tb}):
-    %e = tensor.extract %x[%i, %j] : {tb}
+    %e = tensor.extract %x[{read}] : {tb}
     %a = arith.addf %s, %e : f32
     flash.yield %a : f32
   }} -> {tq}

@@ -17,6 +17,7 @@ sys.path.insert(0, HERE)
 
 import flash_mlir  # noqa: E402
 from reference import attention_ref  # noqa: E402
+from test_attention_gpu import _bias_ir as _bias_ir_of  # noqa: E402
 from test_attention_gpu import _compiler, _cuda, _errors, _inputs  # noqa: E402
 
 
@@ -62,29 +63,8 @@ BIAS = (2, 8, 2, 3, 777, 64)  # B, Hq, Hkv, Lq, Lk, D
 
 def _bias_ir():
     b, hq, hkv, lq, lk, d = BIAS
-    qm = "memref<%dx%dx%dx%dxbf16>" % (b, hq, lq, d)
-    km = "memref<%dx%dx%dx%dxbf16>" % (b, hkv, lk, d)
-    tq, tk = qm.replace("memref", "tensor"), km.replace("memref", "tensor")
-    bm = "memref<%dx%dxf32>" % (hq, lk)
-    tb = bm.replace("memref", "tensor")
-    return f"""func.func @flash_attention(%q: {qm}, %k: {km}, %v: {km}, %o: {qm}, %bias: {bm})
-    attributes {{llvm.emit_c_interface}} {{
-  %qt = bufferization.to_tensor %q restrict : {qm} to {tq}
-  %kt = bufferization.to_tensor %k restrict : {km} to {tk}
-  %vt = bufferization.to_tensor %v restrict : {km} to {tk}
-  %ot = bufferization.to_tensor %o restrict writable : {qm} to {tq}
-  %bt = bufferization.to_tensor %bias restrict : {bm} to {tb}
-  %r = flash.attention ins(%qt, %kt, %vt : {tq}, {tk}, {tk}) outs(%ot : {tq})
-      captures(%bt : {tb}) scale(0.125) mask(causal, bottom_right) score_mod {{
-  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %x: {tb}):
-    %e = tensor.extract %x[%h, %j] : {tb}
-    %a = arith.addf %s, %e : f32
-    flash.yield %a : f32
-  }} -> {tq}
-  bufferization.materialize_in_destination %r in restrict writable %o : ({tq}, {qm}) -> ()
-  return
-}}
-"""
+    return _bias_ir_of("bf16", d, (b, hq, lq), (b, hkv, lk), (hq, lk), read="%h, %j",
+                       mask="causal, bottom_right", scale="0.125")
 
 
 def _bias_library():

@@ -70,21 +70,9 @@ static gpu::GPUFuncOp buildMmaKernel(OpBuilder &ob, Location loc,
   MemrefKernelArgs args(entry, spec);
 
   Value zero = constIdx(b, 0), one = constIdx(b, 1);
-  Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
-  Value warp = arith::DivUIOp::create(b, tid, constIdx(b, 32));
-  Value lane = arith::RemUIOp::create(b, tid, constIdx(b, 32));
-  Value g = arith::DivUIOp::create(b, lane, constIdx(b, 4));
-  Value t2 = arith::MulIOp::create(
-      b, arith::RemUIOp::create(b, lane, constIdx(b, 4)), constIdx(b, 2));
-  // ldmatrix row addresses: lane % 8 (+8 columns for lanes 8-15) for K,
-  // lane % 16 for V.
-  Value lane8 = arith::RemUIOp::create(b, lane, constIdx(b, 8));
-  Value laneHalf8 = arith::MulIOp::create(
-      b,
-      arith::RemUIOp::create(b, arith::DivUIOp::create(b, lane, constIdx(b, 8)),
-                             constIdx(b, 2)),
-      constIdx(b, 8));
-  Value lane16 = arith::RemUIOp::create(b, lane, constIdx(b, 16));
+  MmaLane ml = mmaLane(b);
+  Value tid = ml.tid, warp = ml.warp, g = ml.g, t2 = ml.t2, lane8 = ml.lane8,
+        laneHalf8 = ml.laneHalf8, lane16 = ml.lane16;
   Value bh = gpu::BlockIdOp::create(b, gpu::Dimension::y);
   Value q0 = arith::MulIOp::create(
       b, gpu::BlockIdOp::create(b, gpu::Dimension::x),

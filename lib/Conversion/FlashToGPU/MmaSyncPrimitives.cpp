@@ -2,6 +2,7 @@
 #include "MmaSyncPrimitives.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
@@ -35,6 +36,24 @@ bool gpu_lowering::mmaSyncSupports(AttentionOp op, std::string &why) {
     return fail(s);
   }
   return true;
+}
+
+MmaLane gpu_lowering::mmaLane(ImplicitLocOpBuilder &b) {
+  MmaLane l;
+  l.tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
+  l.warp = arith::DivUIOp::create(b, l.tid, constIdx(b, 32));
+  l.lane = arith::RemUIOp::create(b, l.tid, constIdx(b, 32));
+  l.g = arith::DivUIOp::create(b, l.lane, constIdx(b, 4));
+  l.t2 = arith::MulIOp::create(
+      b, arith::RemUIOp::create(b, l.lane, constIdx(b, 4)), constIdx(b, 2));
+  l.lane8 = arith::RemUIOp::create(b, l.lane, constIdx(b, 8));
+  l.laneHalf8 = arith::MulIOp::create(
+      b,
+      arith::RemUIOp::create(
+          b, arith::DivUIOp::create(b, l.lane, constIdx(b, 8)), constIdx(b, 2)),
+      constIdx(b, 8));
+  l.lane16 = arith::RemUIOp::create(b, l.lane, constIdx(b, 16));
+  return l;
 }
 
 Value gpu_lowering::packPair(ImplicitLocOpBuilder &b, Value lo, Value hi) {

@@ -19,6 +19,17 @@ namespace mlir::flash::gpu_lowering {
 /// static and at most 256; otherwise `why` says which rule failed.
 bool mmaSyncSupports(AttentionOp op, std::string &why);
 
+/// A thread's place in its warp for m16n8k16 fragments and ldmatrix.
+struct MmaLane {
+  Value tid, warp, lane;
+  Value g;         // lane / 4: the fragment row (and row + 8)
+  Value t2;        // 2·(lane % 4): the fragment's column pair
+  Value lane8;     // ldmatrix row address of B = Kᵀ: lane % 8 ...
+  Value laneHalf8; // ... and its column, 8 for lanes 8-15
+  Value lane16;    // ldmatrix.trans row address of B = V: lane % 16
+};
+MmaLane mmaLane(ImplicitLocOpBuilder &b);
+
 /// Two 16-bit elements as one 32-bit mma.sync operand register.
 Value packPair(ImplicitLocOpBuilder &b, Value lo, Value hi);
 

@@ -185,21 +185,11 @@ gpu::GPUFuncOp gpu_lowering::buildSplitKVKernel(OpBuilder &ob, Location loc,
   Value vRing = view({S, T, Dv + kPad}, elem, S * T * (D + kPad) * 2);
 
   Value zero = constIdx(b, 0), one = constIdx(b, 1);
-  Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
-  Value warp = arith::DivUIOp::create(b, tid, constIdx(b, 32));
-  Value lane = arith::RemUIOp::create(b, tid, constIdx(b, 32));
+  MmaLane ml = mmaLane(b);
+  Value tid = ml.tid, warp = ml.warp, lane = ml.lane, g = ml.g, t2 = ml.t2,
+        lane8 = ml.lane8, laneHalf8 = ml.laneHalf8, lane16 = ml.lane16;
   Value rw = arith::DivUIOp::create(b, warp, constIdx(b, cfg.keyWarps));
   Value kw = arith::RemUIOp::create(b, warp, constIdx(b, cfg.keyWarps));
-  Value g = arith::DivUIOp::create(b, lane, constIdx(b, 4));
-  Value t2 = arith::MulIOp::create(
-      b, arith::RemUIOp::create(b, lane, constIdx(b, 4)), constIdx(b, 2));
-  Value lane8 = arith::RemUIOp::create(b, lane, constIdx(b, 8));
-  Value laneHalf8 = arith::MulIOp::create(
-      b,
-      arith::RemUIOp::create(b, arith::DivUIOp::create(b, lane, constIdx(b, 8)),
-                             constIdx(b, 2)),
-      constIdx(b, 8));
-  Value lane16 = arith::RemUIOp::create(b, lane, constIdx(b, 16));
 
   Value split = gpu::BlockIdOp::create(b, gpu::Dimension::x);
   Value splits = gpu::GridDimOp::create(b, gpu::Dimension::x);
