@@ -18,8 +18,15 @@
 // flash.attention_grad's (1 for a correct chain rule; anything else is kept
 // as an explicit multiply, so the function never changes).
 //
+// A bias's gradient is the same polynomial summed over the score dims its
+// read does not index (none for a bias of the scores' shape): the graph's
+// value is traced at the bias's own read, so the reductions bind exactly the
+// broadcast dims, and it becomes the gradient op's result for that capture.
+//
 //===----------------------------------------------------------------------===//
 #include "RaiseAttentionImpl.h"
+
+#include "llvm/ADT/SmallBitVector.h"
 
 #include <array>
 #include <cmath>
@@ -127,6 +134,72 @@ static bool hasUnitDerivative(Node *n, const Node *leaf) {
   return false;
 }
 
+/// Whether `op` is computed from `target` (use-def, within `limit` ops).
+static bool computedFrom(Operation *op, Operation *target,
+                         unsigned limit = 512) {
+  SmallVector<Operation *> stack{op};
+  DenseSet<Operation *> seen;
+  while (!stack.empty() && seen.size() < limit) {
+    Operation *o = stack.pop_back_val();
+    if (o == target)
+      return true;
+    if (!seen.insert(o).second)
+      continue;
+    for (Value v : o->getOperands())
+      if (Operation *def = v.getDefiningOp())
+        stack.push_back(def);
+  }
+  return false;
+}
+
+/// The view of `type` (a bias's gradient) over the score space when it is
+/// the capture `read` reads, up to unit dims: the read's index for each
+/// non-unit dim, 0 for each unit dim. nullopt when the shapes differ in a
+/// non-unit dim or the read is not a projection (then the op's capture
+/// gradient is not a sum over whole score dims).
+static std::optional<AffineMap> biasView(const Node *read,
+                                         RankedTensorType type) {
+  auto ct = cast<RankedTensorType>(read->value.getType());
+  if (!ct.hasStaticShape() || !type.hasStaticShape())
+    return std::nullopt;
+  MLIRContext *ctx = type.getContext();
+  SmallVector<AffineExpr> nonUnit;
+  llvm::SmallBitVector used(read->map.getNumDims());
+  for (auto [d, e] : llvm::enumerate(read->map.getResults())) {
+    if (auto dim = dyn_cast<AffineDimExpr>(e)) {
+      if (used.test(dim.getPosition()))
+        return std::nullopt;
+      used.set(dim.getPosition());
+    } else if (!isa<AffineConstantExpr>(e) || ct.getDimSize(d) != 1) {
+      return std::nullopt;
+    }
+    if (ct.getDimSize(d) != 1)
+      nonUnit.push_back(e);
+  }
+  if (nonUnit.empty() && type.getShape() != ct.getShape())
+    return std::nullopt;
+  SmallVector<AffineExpr> view;
+  unsigned k = 0;
+  for (int64_t size : type.getShape()) {
+    if (size == 1) {
+      view.push_back(getAffineConstantExpr(0, ctx));
+      continue;
+    }
+    if (k == nonUnit.size())
+      return std::nullopt;
+    auto dim = cast<AffineDimExpr>(nonUnit[k]);
+    unsigned pos = llvm::find(read->map.getResults(), nonUnit[k]) -
+                   read->map.getResults().begin();
+    if (ct.getDimSize(pos) != size)
+      return std::nullopt;
+    view.push_back(dim);
+    ++k;
+  }
+  if (k != nonUnit.size())
+    return std::nullopt;
+  return AffineMap::get(read->map.getNumDims(), 0, view, ctx);
+}
+
 static bool sameView(const OperandView &a, const OperandView &b) {
   return a.value == b.value && a.perm == b.perm;
 }
@@ -150,6 +223,11 @@ private:
   }
   LogicalResult setGradOut(const OperandView &v, Operation *at);
   LogicalResult classify(linalg::LinalgOp c);
+  LogicalResult matchCaptureGrads();
+  LogicalResult matchCaptureGrad(Operation *root,
+                                 ArrayRef<const Node *> reads);
+  Refusal matchCaptureGradOf(Operation *root, const Node *read,
+                             AffineMap view);
   FailureOr<double> checkDP();
 
   const ForwardFacts &fwd;
@@ -158,6 +236,7 @@ private:
   bool haveGradOut = false;
   Value dpValue;
   AffineMap dpMap;
+  SmallVector<int64_t> extents; // the score space's
   /// The forward's mask selects: predicate and the operand (1 or 2) that
   /// holds the fill.
   SmallVector<std::pair<Node *, unsigned>> maskSelects;
@@ -318,9 +397,11 @@ LogicalResult Matcher::classify(linalg::LinalgOp c) {
                                          : Kind::DV;
     unsigned iLoop = kind == Kind::DQ ? scoreFree : red;
     unsigned jLoop = kind == Kind::DQ ? red : scoreFree;
-    SmallVector<int64_t> extents;
-    AffineMap loopMap = scoreSpaceMap(c, batch, iLoop, jLoop, extents);
-    ScoreTracer t(c.getContext(), extents);
+    SmallVector<int64_t> ext;
+    AffineMap loopMap = scoreSpaceMap(c, batch, iLoop, jLoop, ext);
+    if (extents.empty())
+      extents = ext;
+    ScoreTracer t(c.getContext(), ext);
     Node *n = t.trace(c.getDpsInputs()[o], maps[o].compose(loopMap));
     if (!readsFrom(n, fwd.qk))
       continue;
@@ -367,6 +448,154 @@ LogicalResult Matcher::classify(linalg::LinalgOp c) {
     why = {c, "a matmul reads the attention's probabilities in a layout "
               "that is none of dV = Pᵀ·dO, dQ = dS·K, dK = dSᵀ·Q"};
   return failure();
+}
+
+LogicalResult Matcher::matchCaptureGrads() {
+  const ScoreModPlan &plan = *fwd.plan;
+  Operation *dpOp = dpValue ? dpValue.getDefiningOp() : nullptr;
+  if (!plan.body || !dpOp)
+    return success();
+  SmallVector<const Node *> reads;
+  SmallVector<const Node *> stack{plan.body};
+  DenseSet<const Node *> seen;
+  while (!stack.empty()) {
+    const Node *n = stack.pop_back_val();
+    if (!seen.insert(n).second)
+      continue;
+    if (n->kind == Node::Kind::Read && isa<FloatType>(n->type))
+      reads.push_back(n);
+    stack.append(n->operands.begin(), n->operands.end());
+  }
+  if (reads.empty())
+    return success();
+  // The values the backward computes from dS besides dQ and dK: each ends
+  // where a chain of elementwise, reducing or reshaping steps stops.
+  auto isGrad = [&](Operation *op) {
+    return op == m.dq.op || op == m.dk.op || op == m.dv.op || op == dpOp;
+  };
+  auto isStep = [&](Operation *op) {
+    auto l = dyn_cast<linalg::LinalgOp>(op);
+    return op->getNumResults() == 1 &&
+           ((l && !isMatmul(l)) ||
+            isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp,
+                tensor::CastOp>(op));
+  };
+  llvm::SetVector<Operation *> roots;
+  for (Operation *op : m.ops)
+    for (Operation *user : op->getUsers()) {
+      if (m.ops.contains(user) || isGrad(user))
+        continue;
+      if (!isStep(user)) {
+        // dS itself leaves the backward: a bias of the scores' shape.
+        roots.insert(op);
+        continue;
+      }
+      Operation *r = user;
+      while (r->getResult(0).hasOneUse()) {
+        Operation *next = *r->getUsers().begin();
+        if (!isStep(next) || m.ops.contains(next))
+          break;
+        r = next;
+      }
+      roots.insert(r);
+    }
+  for (Operation *r : roots)
+    if (isStep(r) && computedFrom(r, dpOp) &&
+        failed(matchCaptureGrad(r, reads)))
+      return failure();
+  return success();
+}
+
+LogicalResult Matcher::matchCaptureGrad(Operation *root,
+                                        ArrayRef<const Node *> reads) {
+  Value value = root->getResult(0);
+  auto type = dyn_cast<RankedTensorType>(value.getType());
+  std::string name = "'" + root->getName().getStringRef().str() + "'";
+  std::optional<Refusal> first;
+  for (const Node *read : reads) {
+    std::optional<AffineMap> view =
+        type ? biasView(read, type) : std::nullopt;
+    if (!view)
+      continue;
+    Refusal r = matchCaptureGradOf(root, read, *view);
+    if (!r.at)
+      return success();
+    if (!first)
+      first = r;
+  }
+  if (first) {
+    why = *first;
+    return failure();
+  }
+  why = {root, "the result of " + name + ", computed from the softmax "
+               "gradient dS, has the shape of no float capture of the score "
+               "modification: it is not dS summed over exactly the dims a "
+               "bias is broadcast along"};
+  return failure();
+}
+
+Refusal Matcher::matchCaptureGradOf(Operation *root, const Node *read,
+                                    AffineMap view) {
+  const ScoreModPlan &plan = *fwd.plan;
+  std::string prefix = "the result of '" +
+                       root->getName().getStringRef().str() +
+                       "', computed from the softmax gradient dS, is not "
+                       "the gradient of the score modification's capture (" +
+                       describe(read) + "): ";
+  // The op's capture gradient is sum dS · d score_mod / d c; the graph's is
+  // read as sum dS, so the capture must enter the score_mod as an added
+  // term, read at one position.
+  DenseSet<const Node *> seen;
+  SmallVector<const Node *> stack{plan.body};
+  unsigned readsOfIt = 0;
+  while (!stack.empty()) {
+    const Node *n = stack.pop_back_val();
+    if (!seen.insert(n).second)
+      continue;
+    readsOfIt += n->kind == Node::Kind::Read && n->value == read->value;
+    stack.append(n->operands.begin(), n->operands.end());
+  }
+  if (readsOfIt != 1 || !hasUnitDerivative(plan.body, read))
+    return {root, prefix + "the score modification is not the score plus "
+                           "that capture (its derivative in the capture is "
+                           "not 1)"};
+  ScoreTracer t(root->getContext(), extents);
+  Node *n = t.trace(root->getResult(0), view);
+  SmallVector<unsigned> summed;
+  while (n->kind == Node::Kind::Reduce) {
+    std::optional<double> init = n->operands[0]->getFloat();
+    if (n->combiner != "arith.addf" || !init || *init != 0.0)
+      return {root, prefix + "a reduction is not a sum from 0"};
+    summed.append(n->reduced.begin(), n->reduced.end());
+    n = stripCasts(n->operands[1]);
+  }
+  llvm::sort(summed);
+  SmallVector<unsigned> broadcast;
+  for (unsigned d = 0; d < t.rank(); ++d)
+    if (!read->map.isFunctionOfDim(d))
+      broadcast.push_back(d);
+  if (summed != broadcast)
+    return {root, prefix + "it does not sum dS over exactly the score dims "
+                           "the capture is broadcast along"};
+  Refusal saved = why;
+  FailureOr<Poly> p = poly(t, n, root);
+  if (failed(p)) {
+    Refusal r{root, prefix + "what it sums at the capture's positions is "
+                             "not the softmax gradient: " + why.why};
+    why = saved;
+    return r;
+  }
+  std::optional<double> a = p->softmaxGrad();
+  if (!a)
+    return {root, prefix + "what it sums is not the softmax gradient "
+                           "P ∘ (dP − rowsum(dP ∘ P))"};
+  for (const BackwardMatch::CaptureGrad &g : m.captureGrads)
+    if (g.capture == read->value)
+      return {root, prefix + "two values compute that capture's gradient"};
+  m.captureGrads.push_back({read->value, root->getResult(0), *a});
+  m.ops.insert(t.visited.begin(), t.visited.end());
+  m.ops.insert(root);
+  return {};
 }
 
 FailureOr<double> Matcher::checkDP() {
@@ -447,6 +676,25 @@ FailureOr<BackwardMatch> Matcher::run(ArrayRef<Operation *> escapes,
                    "chain rule in the backward is not recognised"};
     return failure();
   }
+  if (plan.body) {
+    // flash.attention_grad differentiates a float capture only where each
+    // read indexes it by distinct score indices.
+    SmallVector<const Node *> stack{plan.body};
+    DenseSet<const Node *> seen;
+    while (!stack.empty()) {
+      const Node *n = stack.pop_back_val();
+      if (!seen.insert(n).second)
+        continue;
+      if (n->kind == Node::Kind::Read && isa<FloatType>(n->type) &&
+          !n->map.isProjectedPermutation(/*allowZeroInResults=*/false)) {
+        why = {fwd.pv, "the score modification reads a float capture at "
+                       "constant or repeated indices, which the gradient "
+                       "op cannot differentiate"};
+        return failure();
+      }
+      stack.append(n->operands.begin(), n->operands.end());
+    }
+  }
   for (Operation *c : candidates)
     if (failed(classify(cast<linalg::LinalgOp>(c))))
       return failure();
@@ -455,12 +703,16 @@ FailureOr<BackwardMatch> Matcher::run(ArrayRef<Operation *> escapes,
                    "back from dQ or dK"};
     return failure();
   }
-  if (m.dq.op || m.dk.op) {
+  if (failed(matchCaptureGrads()))
+    return failure();
+  if (m.dq.op || m.dk.op || !m.captureGrads.empty()) {
     FailureOr<double> dpFactor = checkDP();
     if (failed(dpFactor))
       return failure();
     m.dq.factor *= *dpFactor;
     m.dk.factor *= *dpFactor;
+    for (BackwardMatch::CaptureGrad &g : m.captureGrads)
+      g.factor *= *dpFactor;
   }
   return m;
 }

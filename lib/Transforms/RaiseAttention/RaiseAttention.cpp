@@ -225,6 +225,47 @@ static Value scaleElements(RewriterBase &rw, Location loc, Value v, double c) {
       .getResult(0);
 }
 
+/// `v` with the shape `shape`, which has the same non-unit dims: a
+/// collapse that drops the unit dims, then an expand that inserts the new
+/// ones.
+static Value reshapeUnitDims(RewriterBase &rw, Location loc, Value v,
+                             ArrayRef<int64_t> shape) {
+  auto type = cast<RankedTensorType>(v.getType());
+  if (type.getShape() == shape)
+    return v;
+  // Each unit dim joins the group of the next non-unit dim (the last
+  // group takes the trailing ones).
+  auto groups = [](ArrayRef<int64_t> dims) {
+    SmallVector<ReassociationIndices> re;
+    ReassociationIndices cur;
+    for (auto [d, size] : llvm::enumerate(dims)) {
+      cur.push_back(d);
+      if (size != 1) {
+        re.push_back(cur);
+        cur.clear();
+      }
+    }
+    if (!cur.empty()) {
+      if (re.empty())
+        re.push_back({});
+      re.back().append(cur.begin(), cur.end());
+    }
+    return re;
+  };
+  SmallVector<int64_t> core;
+  for (int64_t size : shape)
+    if (size != 1)
+      core.push_back(size);
+  Value c = v;
+  if (static_cast<int64_t>(core.size()) != type.getRank())
+    c = tensor::CollapseShapeOp::create(rw, loc, v, groups(type.getShape()));
+  if (static_cast<int64_t>(core.size()) == static_cast<int64_t>(shape.size()))
+    return c;
+  return tensor::ExpandShapeOp::create(
+      rw, loc, RankedTensorType::get(shape, type.getElementType()), c,
+      groups(shape));
+}
+
 void Raiser::replaceBackward(BackwardMatch &bw, AttentionOp attn, Value q,
                              Value k, Value v, Operation *at) {
   OpBuilder::InsertionGuard guard(rw);
@@ -272,6 +313,28 @@ void Raiser::replaceBackward(BackwardMatch &bw, AttentionOp attn, Value q,
       r = tensor::CastOp::create(rw, loc, type, r);
     rw.replaceOp(g->op, r);
     erased.insert(g->op);
+  }
+  // The capture gradients follow dq, dk, dv in the order of the float
+  // captures.
+  for (const BackwardMatch::CaptureGrad &g : bw.captureGrads) {
+    unsigned idx = 3;
+    for (Value c : attn.getCaptures()) {
+      if (c == g.capture)
+        break;
+      idx += isa<FloatType>(getElementTypeOrSelf(c.getType()));
+    }
+    Value r = grad.getResult(idx);
+    if (std::abs(g.factor - 1.0) > 1e-6)
+      r = scaleElements(rw, loc, r, g.factor);
+    auto type = cast<RankedTensorType>(g.value.getType());
+    r = reshapeUnitDims(rw, loc, r, type.getShape());
+    r = castElements(rw, loc, r, type.getElementType());
+    if (r.getType() != type)
+      r = tensor::CastOp::create(rw, loc, type, r);
+    // The backward's own uses of dS die with the contractions it feeds.
+    rw.replaceUsesWithIf(g.value, r, [&](OpOperand &use) {
+      return !bw.ops.contains(use.getOwner());
+    });
   }
 }
 
@@ -636,7 +699,8 @@ bool Raiser::run(linalg::LinalgOp pv) {
     if (bw)
       all.append(bw->ops.begin(), bw->ops.end());
     for (Operation *op : all) {
-      if (!dependsOnScores(op))
+      // A gradient the graph returns is read outside, as it should be.
+      if (bwEnds.contains(op) || !dependsOnScores(op))
         continue;
       for (Operation *user : op->getUsers()) {
         if (inChain(user))
@@ -687,6 +751,8 @@ bool Raiser::run(linalg::LinalgOp pv) {
     for (GradContraction *g : {&bw->dq, &bw->dk, &bw->dv})
       if (g->op)
         bwEnds.insert(g->op);
+    for (const BackwardMatch::CaptureGrad &g : bw->captureGrads)
+      bwEnds.insert(g.value.getDefiningOp());
     escaped = escapes();
     if (!escaped.empty()) {
       why = {escaped.front().first, escapeMessage(escaped.front())};
@@ -708,18 +774,21 @@ bool Raiser::run(linalg::LinalgOp pv) {
   // results and dO must be there.
   Operation *firstGrad = nullptr;
   if (bw) {
-    for (GradContraction *g : {&bw->dq, &bw->dk, &bw->dv}) {
-      if (!g->op)
-        continue;
-      if (g->op->getBlock() != pvOp->getBlock() ||
-          !pvOp->isBeforeInBlock(g->op)) {
-        why = {g->op, "a matmul of the backward comes before the forward's "
-                      "second matmul, where the fused op would produce the "
-                      "output and its log-sum-exp"};
+    SmallVector<Operation *> gradOps;
+    for (GradContraction *g : {&bw->dq, &bw->dk, &bw->dv})
+      if (g->op)
+        gradOps.push_back(g->op);
+    for (const BackwardMatch::CaptureGrad &g : bw->captureGrads)
+      gradOps.push_back(g.value.getDefiningOp());
+    for (Operation *g : gradOps) {
+      if (g->getBlock() != pvOp->getBlock() || !pvOp->isBeforeInBlock(g)) {
+        why = {g, "a gradient of the backward is computed before the "
+                  "forward's second matmul, where the fused op would "
+                  "produce the output and its log-sum-exp"};
         return fail();
       }
-      if (!firstGrad || g->op->isBeforeInBlock(firstGrad))
-        firstGrad = g->op;
+      if (!firstGrad || g->isBeforeInBlock(firstGrad))
+        firstGrad = g;
     }
     if (!dom.properlyDominates(bw->gradOut.value, firstGrad)) {
       why = {firstGrad, "the output's gradient dO is defined after the "

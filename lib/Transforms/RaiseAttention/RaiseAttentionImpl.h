@@ -239,12 +239,22 @@ struct BackwardMatch {
   /// gradient op replaces), and the dO·Vᵀ contraction.
   llvm::SetVector<Operation *> ops;
   Operation *dp = nullptr;
+  /// The gradient of a float capture that the graph computes itself (an
+  /// additive bias's: dS summed over the dims the bias is broadcast along):
+  /// `value` is `factor` times the gradient op's result for `capture`,
+  /// reshaped by unit dims at most.
+  struct CaptureGrad {
+    Value capture, value;
+    double factor = 1.0;
+  };
+  SmallVector<CaptureGrad> captureGrads;
 };
 /// Recognises, among the contractions reachable from `escapes` (the users
 /// of forward intermediates outside the forward chain), autodiff's backward
 /// of the forward: dV = Pᵀ·dO, dP = dO·Vᵀ, dS = P ∘ (dP − rowsum(dP ∘ P)),
-/// dQ = dS·K, dK = dSᵀ·Q, each up to a constant factor. Every contraction
-/// it examined is added to `examined`.
+/// dQ = dS·K, dK = dSᵀ·Q, each up to a constant factor, and the gradient of
+/// each additive bias the graph computes. Every contraction it examined is
+/// added to `examined`.
 FailureOr<BackwardMatch> matchBackward(const ForwardFacts &fwd,
                                        ArrayRef<Operation *> escapes,
                                        DenseSet<Operation *> &examined,

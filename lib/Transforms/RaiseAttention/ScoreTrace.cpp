@@ -240,15 +240,32 @@ Node *ScoreTracer::traceLinalg(linalg::LinalgOp op, OpResult res,
     for (unsigned d = 0; d < rank(); ++d)
       if (!view.isFunctionOfDim(d))
         unref.push_back(d);
-    if (unref.size() != freeLoops.size())
+    if (unref.size() < freeLoops.size())
       return leaf(res, view);
     SmallVector<int64_t> ranges = op.getStaticLoopRanges();
-    for (auto [l, d] : llvm::zip(freeLoops, unref)) {
-      if (!ShapedType::isDynamic(ranges[l]) &&
-          !ShapedType::isDynamic(extents[d]) && ranges[l] != extents[d])
-        return leaf(res, view);
-      assign[l] = getAffineDimExpr(d, ctx);
-      bound.push_back(d);
+    if (unref.size() == freeLoops.size()) {
+      for (auto [l, d] : llvm::zip(freeLoops, unref)) {
+        if (!ShapedType::isDynamic(ranges[l]) &&
+            !ShapedType::isDynamic(extents[d]) && ranges[l] != extents[d])
+          return leaf(res, view);
+        assign[l] = getAffineDimExpr(d, ctx);
+        bound.push_back(d);
+      }
+    } else {
+      // One step of a sum over several dims (a bias's gradient reduced one
+      // axis at a time): each loop binds the first free dim of its extent.
+      // A binding that puts a dim where the graph does not is no wrong
+      // reading, only a tree that no longer matches.
+      for (unsigned l : freeLoops) {
+        auto it = llvm::find_if(unref, [&](unsigned d) {
+          return !ShapedType::isDynamic(ranges[l]) &&
+                 ranges[l] == extents[d] && !llvm::is_contained(bound, d);
+        });
+        if (it == unref.end())
+          return leaf(res, view);
+        assign[l] = getAffineDimExpr(*it, ctx);
+        bound.push_back(*it);
+      }
     }
   }
   AffineMap loopMap = AffineMap::get(rank(), 0, assign, ctx);

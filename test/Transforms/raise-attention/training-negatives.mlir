@@ -299,3 +299,392 @@ func.func @training_softcap_without_its_chain_rule(%q: tensor<2x10x16xf32>, %k: 
   %dq = linalg.batch_matmul ins(%ds, %k : tensor<2x10x12xf32>, tensor<2x12x16xf32>) outs(%dq_f : tensor<2x10x16xf32>) -> tensor<2x10x16xf32>
   return %o, %dq, %dv : tensor<2x10x8xf32>, tensor<2x10x16xf32>, tensor<2x12x8xf32>
 }
+
+// -----
+
+// CHECK-LABEL: func @training_bias_grad_over_heads_only
+// CHECK: linalg.reduce
+// A [Lq, Lk] bias broadcast over the batch and the heads whose "gradient"
+// sums dS over the heads alone ([B, Lq, Lk]): the shape of no capture, so
+// nothing is fused.
+func.func @training_bias_grad_over_heads_only(%q: tensor<2x3x10x16xf32>, %k: tensor<2x3x12x16xf32>, %v: tensor<2x3x12x8xf32>, %bias: tensor<10x12xf32>, %do: tensor<2x3x10x8xf32>) -> (tensor<2x3x10x8xf32>, tensor<2x3x10x16xf32>, tensor<2x3x12x16xf32>, tensor<2x3x12x8xf32>, tensor<2x10x12xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %c4 = arith.constant 4.0 : f32
+  %s_e = tensor.empty() : tensor<2x3x10x12xf32>
+  %s_f = linalg.fill ins(%zero : f32) outs(%s_e : tensor<2x3x10x12xf32>) -> tensor<2x3x10x12xf32>
+  %s0 = linalg.generic {indexing_maps = [affine_map<(b, h, x, y, r) -> (b, h, x, r)>, affine_map<(b, h, x, y, r) -> (b, h, y, r)>, affine_map<(b, h, x, y, r) -> (b, h, x, y)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%q, %k : tensor<2x3x10x16xf32>, tensor<2x3x12x16xf32>) outs(%s_f : tensor<2x3x10x12xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %r = arith.addf %acc, %m : f32
+    linalg.yield %r : f32
+  } -> tensor<2x3x10x12xf32>
+  %s = linalg.generic {indexing_maps = [affine_map<(b, h, i, j) -> (b, h, i, j)>, affine_map<(b, h, i, j) -> (i, j)>, affine_map<(b, h, i, j) -> (b, h, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%s0, %bias : tensor<2x3x10x12xf32>, tensor<10x12xf32>) outs(%s_e : tensor<2x3x10x12xf32>) {
+  ^bb0(%a0: f32, %a1: f32, %out: f32):
+    %y = arith.divf %a0, %c4 : f32
+    %z = arith.addf %y, %a1 : f32
+    linalg.yield %z : f32
+  } -> tensor<2x3x10x12xf32>
+  %r_e = tensor.empty() : tensor<2x3x10xf32>
+  %mx_f = linalg.fill ins(%ninf : f32) outs(%r_e : tensor<2x3x10xf32>) -> tensor<2x3x10xf32>
+  %mx = linalg.reduce ins(%s : tensor<2x3x10x12xf32>) outs(%mx_f : tensor<2x3x10xf32>) dimensions = [3]
+    (%in: f32, %init: f32) {
+      %m = arith.maximumf %in, %init : f32
+      linalg.yield %m : f32
+    }
+  %exp = linalg.generic {indexing_maps = [affine_map<(b, h, i, j) -> (b, h, i, j)>, affine_map<(b, h, i, j) -> (b, h, i)>, affine_map<(b, h, i, j) -> (b, h, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%s, %mx : tensor<2x3x10x12xf32>, tensor<2x3x10xf32>) outs(%s_e : tensor<2x3x10x12xf32>) {
+  ^bb0(%a0: f32, %a1: f32, %out: f32):
+    %d = arith.subf %a0, %a1 : f32
+    %y = math.exp %d : f32
+    linalg.yield %y : f32
+  } -> tensor<2x3x10x12xf32>
+  %sm_f = linalg.fill ins(%zero : f32) outs(%r_e : tensor<2x3x10xf32>) -> tensor<2x3x10xf32>
+  %sum = linalg.reduce ins(%exp : tensor<2x3x10x12xf32>) outs(%sm_f : tensor<2x3x10xf32>) dimensions = [3]
+    (%in: f32, %init: f32) {
+      %a = arith.addf %in, %init : f32
+      linalg.yield %a : f32
+    }
+  %p = linalg.generic {indexing_maps = [affine_map<(b, h, i, j) -> (b, h, i, j)>, affine_map<(b, h, i, j) -> (b, h, i)>, affine_map<(b, h, i, j) -> (b, h, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%exp, %sum : tensor<2x3x10x12xf32>, tensor<2x3x10xf32>) outs(%s_e : tensor<2x3x10x12xf32>) {
+  ^bb0(%a0: f32, %a1: f32, %out: f32):
+    %y = arith.divf %a0, %a1 : f32
+    linalg.yield %y : f32
+  } -> tensor<2x3x10x12xf32>
+  %o_e = tensor.empty() : tensor<2x3x10x8xf32>
+  %o_f = linalg.fill ins(%zero : f32) outs(%o_e : tensor<2x3x10x8xf32>) -> tensor<2x3x10x8xf32>
+  %o = linalg.generic {indexing_maps = [affine_map<(b, h, x, y, r) -> (b, h, x, r)>, affine_map<(b, h, x, y, r) -> (b, h, r, y)>, affine_map<(b, h, x, y, r) -> (b, h, x, y)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%p, %v : tensor<2x3x10x12xf32>, tensor<2x3x12x8xf32>) outs(%o_f : tensor<2x3x10x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %r = arith.addf %acc, %m : f32
+    linalg.yield %r : f32
+  } -> tensor<2x3x10x8xf32>
+  %dp = linalg.generic {indexing_maps = [affine_map<(b, h, x, y, r) -> (b, h, x, r)>, affine_map<(b, h, x, y, r) -> (b, h, y, r)>, affine_map<(b, h, x, y, r) -> (b, h, x, y)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%do, %v : tensor<2x3x10x8xf32>, tensor<2x3x12x8xf32>) outs(%s_f : tensor<2x3x10x12xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %r = arith.addf %acc, %m : f32
+    linalg.yield %r : f32
+  } -> tensor<2x3x10x12xf32>
+  %dv_e = tensor.empty() : tensor<2x3x12x8xf32>
+  %dv_f = linalg.fill ins(%zero : f32) outs(%dv_e : tensor<2x3x12x8xf32>) -> tensor<2x3x12x8xf32>
+  %dv = linalg.generic {indexing_maps = [affine_map<(b, h, x, y, r) -> (b, h, r, x)>, affine_map<(b, h, x, y, r) -> (b, h, r, y)>, affine_map<(b, h, x, y, r) -> (b, h, x, y)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%p, %do : tensor<2x3x10x12xf32>, tensor<2x3x10x8xf32>) outs(%dv_f : tensor<2x3x12x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %r = arith.addf %acc, %m : f32
+    linalg.yield %r : f32
+  } -> tensor<2x3x12x8xf32>
+  %ct1 = linalg.generic {indexing_maps = [affine_map<(b, h, i, j) -> (b, h, i, j)>, affine_map<(b, h, i, j) -> (b, h, i, j)>, affine_map<(b, h, i, j) -> (b, h, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%dp, %p : tensor<2x3x10x12xf32>, tensor<2x3x10x12xf32>) outs(%s_e : tensor<2x3x10x12xf32>) {
+  ^bb0(%a0: f32, %a1: f32, %out: f32):
+    %y = arith.mulf %a0, %a1 : f32
+    linalg.yield %y : f32
+  } -> tensor<2x3x10x12xf32>
+  %neg = linalg.generic {indexing_maps = [affine_map<(b, h, i, j) -> (b, h, i, j)>, affine_map<(b, h, i, j) -> (b, h, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%ct1 : tensor<2x3x10x12xf32>) outs(%s_e : tensor<2x3x10x12xf32>) {
+  ^bb0(%a0: f32, %out: f32):
+    %y = arith.negf %a0 : f32
+    linalg.yield %y : f32
+  } -> tensor<2x3x10x12xf32>
+  %ns_f = linalg.fill ins(%zero : f32) outs(%r_e : tensor<2x3x10xf32>) -> tensor<2x3x10xf32>
+  %ns = linalg.reduce ins(%neg : tensor<2x3x10x12xf32>) outs(%ns_f : tensor<2x3x10xf32>) dimensions = [3]
+    (%in: f32, %init: f32) {
+      %a = arith.addf %in, %init : f32
+      linalg.yield %a : f32
+    }
+  %yb = linalg.generic {indexing_maps = [affine_map<(b, h, i, j) -> (b, h, i, j)>, affine_map<(b, h, i, j) -> (b, h, i)>, affine_map<(b, h, i, j) -> (b, h, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%p, %ns : tensor<2x3x10x12xf32>, tensor<2x3x10xf32>) outs(%s_e : tensor<2x3x10x12xf32>) {
+  ^bb0(%a0: f32, %a1: f32, %out: f32):
+    %y = arith.mulf %a0, %a1 : f32
+    linalg.yield %y : f32
+  } -> tensor<2x3x10x12xf32>
+  %ds = linalg.generic {indexing_maps = [affine_map<(b, h, i, j) -> (b, h, i, j)>, affine_map<(b, h, i, j) -> (b, h, i, j)>, affine_map<(b, h, i, j) -> (b, h, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%ct1, %yb : tensor<2x3x10x12xf32>, tensor<2x3x10x12xf32>) outs(%s_e : tensor<2x3x10x12xf32>) {
+  ^bb0(%a0: f32, %a1: f32, %out: f32):
+    %y = arith.addf %a0, %a1 : f32
+    linalg.yield %y : f32
+  } -> tensor<2x3x10x12xf32>
+  %db_e = tensor.empty() : tensor<2x10x12xf32>
+  %db_f = linalg.fill ins(%zero : f32) outs(%db_e : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  // expected-remark @+1 {{in a backward that is not recognised: the result of 'linalg.reduce', computed from the softmax gradient dS, has the shape of no float capture of the score modification: it is not dS summed over exactly the dims a bias is broadcast along}}
+  %dbias = linalg.reduce ins(%ds : tensor<2x3x10x12xf32>) outs(%db_f : tensor<2x10x12xf32>) dimensions = [1]
+    (%in: f32, %init: f32) {
+      %a = arith.addf %in, %init : f32
+      linalg.yield %a : f32
+    }
+  %ds0 = linalg.generic {indexing_maps = [affine_map<(b, h, i, j) -> (b, h, i, j)>, affine_map<(b, h, i, j) -> (b, h, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%ds : tensor<2x3x10x12xf32>) outs(%s_e : tensor<2x3x10x12xf32>) {
+  ^bb0(%a0: f32, %out: f32):
+    %y = arith.divf %a0, %c4 : f32
+    linalg.yield %y : f32
+  } -> tensor<2x3x10x12xf32>
+  %dq_e = tensor.empty() : tensor<2x3x10x16xf32>
+  %dq_f = linalg.fill ins(%zero : f32) outs(%dq_e : tensor<2x3x10x16xf32>) -> tensor<2x3x10x16xf32>
+  %dq = linalg.generic {indexing_maps = [affine_map<(b, h, x, y, r) -> (b, h, x, r)>, affine_map<(b, h, x, y, r) -> (b, h, r, y)>, affine_map<(b, h, x, y, r) -> (b, h, x, y)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%ds0, %k : tensor<2x3x10x12xf32>, tensor<2x3x12x16xf32>) outs(%dq_f : tensor<2x3x10x16xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %r = arith.addf %acc, %m : f32
+    linalg.yield %r : f32
+  } -> tensor<2x3x10x16xf32>
+  %dk_e = tensor.empty() : tensor<2x3x12x16xf32>
+  %dk_f = linalg.fill ins(%zero : f32) outs(%dk_e : tensor<2x3x12x16xf32>) -> tensor<2x3x12x16xf32>
+  %dk = linalg.generic {indexing_maps = [affine_map<(b, h, x, y, r) -> (b, h, r, x)>, affine_map<(b, h, x, y, r) -> (b, h, r, y)>, affine_map<(b, h, x, y, r) -> (b, h, x, y)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%ds0, %q : tensor<2x3x10x12xf32>, tensor<2x3x10x16xf32>) outs(%dk_f : tensor<2x3x12x16xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %r = arith.addf %acc, %m : f32
+    linalg.yield %r : f32
+  } -> tensor<2x3x12x16xf32>
+  return %o, %dq, %dk, %dv, %dbias : tensor<2x3x10x8xf32>, tensor<2x3x10x16xf32>, tensor<2x3x12x16xf32>, tensor<2x3x12x8xf32>, tensor<2x10x12xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func @training_head_bias_grad_over_heads
+// CHECK: linalg.reduce
+// A per-head bias [H, Lq, Lk] (B = H = 3, so the shapes agree) whose
+// "gradient" sums dS over the heads instead of the batch: read at the
+// bias's positions, the sum reads dS transposed, which is no softmax
+// gradient of this forward.
+func.func @training_head_bias_grad_over_heads(%q: tensor<3x3x10x16xf32>, %k: tensor<3x3x12x16xf32>, %v: tensor<3x3x12x8xf32>, %bias: tensor<3x10x12xf32>, %do: tensor<3x3x10x8xf32>) -> (tensor<3x3x10x8xf32>, tensor<3x3x10x16xf32>, tensor<3x3x12x16xf32>, tensor<3x3x12x8xf32>, tensor<3x10x12xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %c4 = arith.constant 4.0 : f32
+  %s_e = tensor.empty() : tensor<3x3x10x12xf32>
+  %s_f = linalg.fill ins(%zero : f32) outs(%s_e : tensor<3x3x10x12xf32>) -> tensor<3x3x10x12xf32>
+  %s0 = linalg.generic {indexing_maps = [affine_map<(b, h, x, y, r) -> (b, h, x, r)>, affine_map<(b, h, x, y, r) -> (b, h, y, r)>, affine_map<(b, h, x, y, r) -> (b, h, x, y)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%q, %k : tensor<3x3x10x16xf32>, tensor<3x3x12x16xf32>) outs(%s_f : tensor<3x3x10x12xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %r = arith.addf %acc, %m : f32
+    linalg.yield %r : f32
+  } -> tensor<3x3x10x12xf32>
+  %s = linalg.generic {indexing_maps = [affine_map<(b, h, i, j) -> (b, h, i, j)>, affine_map<(b, h, i, j) -> (h, i, j)>, affine_map<(b, h, i, j) -> (b, h, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%s0, %bias : tensor<3x3x10x12xf32>, tensor<3x10x12xf32>) outs(%s_e : tensor<3x3x10x12xf32>) {
+  ^bb0(%a0: f32, %a1: f32, %out: f32):
+    %y = arith.divf %a0, %c4 : f32
+    %z = arith.addf %y, %a1 : f32
+    linalg.yield %z : f32
+  } -> tensor<3x3x10x12xf32>
+  %r_e = tensor.empty() : tensor<3x3x10xf32>
+  %mx_f = linalg.fill ins(%ninf : f32) outs(%r_e : tensor<3x3x10xf32>) -> tensor<3x3x10xf32>
+  %mx = linalg.reduce ins(%s : tensor<3x3x10x12xf32>) outs(%mx_f : tensor<3x3x10xf32>) dimensions = [3]
+    (%in: f32, %init: f32) {
+      %m = arith.maximumf %in, %init : f32
+      linalg.yield %m : f32
+    }
+  %exp = linalg.generic {indexing_maps = [affine_map<(b, h, i, j) -> (b, h, i, j)>, affine_map<(b, h, i, j) -> (b, h, i)>, affine_map<(b, h, i, j) -> (b, h, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%s, %mx : tensor<3x3x10x12xf32>, tensor<3x3x10xf32>) outs(%s_e : tensor<3x3x10x12xf32>) {
+  ^bb0(%a0: f32, %a1: f32, %out: f32):
+    %d = arith.subf %a0, %a1 : f32
+    %y = math.exp %d : f32
+    linalg.yield %y : f32
+  } -> tensor<3x3x10x12xf32>
+  %sm_f = linalg.fill ins(%zero : f32) outs(%r_e : tensor<3x3x10xf32>) -> tensor<3x3x10xf32>
+  %sum = linalg.reduce ins(%exp : tensor<3x3x10x12xf32>) outs(%sm_f : tensor<3x3x10xf32>) dimensions = [3]
+    (%in: f32, %init: f32) {
+      %a = arith.addf %in, %init : f32
+      linalg.yield %a : f32
+    }
+  %p = linalg.generic {indexing_maps = [affine_map<(b, h, i, j) -> (b, h, i, j)>, affine_map<(b, h, i, j) -> (b, h, i)>, affine_map<(b, h, i, j) -> (b, h, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%exp, %sum : tensor<3x3x10x12xf32>, tensor<3x3x10xf32>) outs(%s_e : tensor<3x3x10x12xf32>) {
+  ^bb0(%a0: f32, %a1: f32, %out: f32):
+    %y = arith.divf %a0, %a1 : f32
+    linalg.yield %y : f32
+  } -> tensor<3x3x10x12xf32>
+  %o_e = tensor.empty() : tensor<3x3x10x8xf32>
+  %o_f = linalg.fill ins(%zero : f32) outs(%o_e : tensor<3x3x10x8xf32>) -> tensor<3x3x10x8xf32>
+  %o = linalg.generic {indexing_maps = [affine_map<(b, h, x, y, r) -> (b, h, x, r)>, affine_map<(b, h, x, y, r) -> (b, h, r, y)>, affine_map<(b, h, x, y, r) -> (b, h, x, y)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%p, %v : tensor<3x3x10x12xf32>, tensor<3x3x12x8xf32>) outs(%o_f : tensor<3x3x10x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %r = arith.addf %acc, %m : f32
+    linalg.yield %r : f32
+  } -> tensor<3x3x10x8xf32>
+  %dp = linalg.generic {indexing_maps = [affine_map<(b, h, x, y, r) -> (b, h, x, r)>, affine_map<(b, h, x, y, r) -> (b, h, y, r)>, affine_map<(b, h, x, y, r) -> (b, h, x, y)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%do, %v : tensor<3x3x10x8xf32>, tensor<3x3x12x8xf32>) outs(%s_f : tensor<3x3x10x12xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %r = arith.addf %acc, %m : f32
+    linalg.yield %r : f32
+  } -> tensor<3x3x10x12xf32>
+  %dv_e = tensor.empty() : tensor<3x3x12x8xf32>
+  %dv_f = linalg.fill ins(%zero : f32) outs(%dv_e : tensor<3x3x12x8xf32>) -> tensor<3x3x12x8xf32>
+  %dv = linalg.generic {indexing_maps = [affine_map<(b, h, x, y, r) -> (b, h, r, x)>, affine_map<(b, h, x, y, r) -> (b, h, r, y)>, affine_map<(b, h, x, y, r) -> (b, h, x, y)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%p, %do : tensor<3x3x10x12xf32>, tensor<3x3x10x8xf32>) outs(%dv_f : tensor<3x3x12x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %r = arith.addf %acc, %m : f32
+    linalg.yield %r : f32
+  } -> tensor<3x3x12x8xf32>
+  %ct1 = linalg.generic {indexing_maps = [affine_map<(b, h, i, j) -> (b, h, i, j)>, affine_map<(b, h, i, j) -> (b, h, i, j)>, affine_map<(b, h, i, j) -> (b, h, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%dp, %p : tensor<3x3x10x12xf32>, tensor<3x3x10x12xf32>) outs(%s_e : tensor<3x3x10x12xf32>) {
+  ^bb0(%a0: f32, %a1: f32, %out: f32):
+    %y = arith.mulf %a0, %a1 : f32
+    linalg.yield %y : f32
+  } -> tensor<3x3x10x12xf32>
+  %neg = linalg.generic {indexing_maps = [affine_map<(b, h, i, j) -> (b, h, i, j)>, affine_map<(b, h, i, j) -> (b, h, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%ct1 : tensor<3x3x10x12xf32>) outs(%s_e : tensor<3x3x10x12xf32>) {
+  ^bb0(%a0: f32, %out: f32):
+    %y = arith.negf %a0 : f32
+    linalg.yield %y : f32
+  } -> tensor<3x3x10x12xf32>
+  %ns_f = linalg.fill ins(%zero : f32) outs(%r_e : tensor<3x3x10xf32>) -> tensor<3x3x10xf32>
+  %ns = linalg.reduce ins(%neg : tensor<3x3x10x12xf32>) outs(%ns_f : tensor<3x3x10xf32>) dimensions = [3]
+    (%in: f32, %init: f32) {
+      %a = arith.addf %in, %init : f32
+      linalg.yield %a : f32
+    }
+  %yb = linalg.generic {indexing_maps = [affine_map<(b, h, i, j) -> (b, h, i, j)>, affine_map<(b, h, i, j) -> (b, h, i)>, affine_map<(b, h, i, j) -> (b, h, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%p, %ns : tensor<3x3x10x12xf32>, tensor<3x3x10xf32>) outs(%s_e : tensor<3x3x10x12xf32>) {
+  ^bb0(%a0: f32, %a1: f32, %out: f32):
+    %y = arith.mulf %a0, %a1 : f32
+    linalg.yield %y : f32
+  } -> tensor<3x3x10x12xf32>
+  %ds = linalg.generic {indexing_maps = [affine_map<(b, h, i, j) -> (b, h, i, j)>, affine_map<(b, h, i, j) -> (b, h, i, j)>, affine_map<(b, h, i, j) -> (b, h, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%ct1, %yb : tensor<3x3x10x12xf32>, tensor<3x3x10x12xf32>) outs(%s_e : tensor<3x3x10x12xf32>) {
+  ^bb0(%a0: f32, %a1: f32, %out: f32):
+    %y = arith.addf %a0, %a1 : f32
+    linalg.yield %y : f32
+  } -> tensor<3x3x10x12xf32>
+  %db_e = tensor.empty() : tensor<3x10x12xf32>
+  %db_f = linalg.fill ins(%zero : f32) outs(%db_e : tensor<3x10x12xf32>) -> tensor<3x10x12xf32>
+  // expected-remark @+1 {{in a backward that is not recognised: the result of 'linalg.reduce', computed from the softmax gradient dS, is not the gradient of the score modification's capture (a function argument): what it sums at the capture's positions is not the softmax gradient: the softmax gradient reads two different matmuls (or one at two positions) as dP}}
+  %dbias = linalg.reduce ins(%ds : tensor<3x3x10x12xf32>) outs(%db_f : tensor<3x10x12xf32>) dimensions = [1]
+    (%in: f32, %init: f32) {
+      %a = arith.addf %in, %init : f32
+      linalg.yield %a : f32
+    }
+  %ds0 = linalg.generic {indexing_maps = [affine_map<(b, h, i, j) -> (b, h, i, j)>, affine_map<(b, h, i, j) -> (b, h, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%ds : tensor<3x3x10x12xf32>) outs(%s_e : tensor<3x3x10x12xf32>) {
+  ^bb0(%a0: f32, %out: f32):
+    %y = arith.divf %a0, %c4 : f32
+    linalg.yield %y : f32
+  } -> tensor<3x3x10x12xf32>
+  %dq_e = tensor.empty() : tensor<3x3x10x16xf32>
+  %dq_f = linalg.fill ins(%zero : f32) outs(%dq_e : tensor<3x3x10x16xf32>) -> tensor<3x3x10x16xf32>
+  %dq = linalg.generic {indexing_maps = [affine_map<(b, h, x, y, r) -> (b, h, x, r)>, affine_map<(b, h, x, y, r) -> (b, h, r, y)>, affine_map<(b, h, x, y, r) -> (b, h, x, y)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%ds0, %k : tensor<3x3x10x12xf32>, tensor<3x3x12x16xf32>) outs(%dq_f : tensor<3x3x10x16xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %r = arith.addf %acc, %m : f32
+    linalg.yield %r : f32
+  } -> tensor<3x3x10x16xf32>
+  %dk_e = tensor.empty() : tensor<3x3x12x16xf32>
+  %dk_f = linalg.fill ins(%zero : f32) outs(%dk_e : tensor<3x3x12x16xf32>) -> tensor<3x3x12x16xf32>
+  %dk = linalg.generic {indexing_maps = [affine_map<(b, h, x, y, r) -> (b, h, r, x)>, affine_map<(b, h, x, y, r) -> (b, h, r, y)>, affine_map<(b, h, x, y, r) -> (b, h, x, y)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%ds0, %q : tensor<3x3x10x12xf32>, tensor<3x3x10x16xf32>) outs(%dk_f : tensor<3x3x12x16xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %r = arith.addf %acc, %m : f32
+    linalg.yield %r : f32
+  } -> tensor<3x3x12x16xf32>
+  return %o, %dq, %dk, %dv, %dbias : tensor<3x3x10x8xf32>, tensor<3x3x10x16xf32>, tensor<3x3x12x16xf32>, tensor<3x3x12x8xf32>, tensor<3x10x12xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func @training_bias_grad_of_a_gated_bias
+// CHECK: linalg.reduce
+// The bias enters the scores multiplied by a gate (s·scale + bias ∘ gate),
+// so its gradient is sum(dS ∘ gate); a plain sum of dS is not the op's
+// capture gradient and nothing is fused.
+func.func @training_bias_grad_of_a_gated_bias(%q: tensor<2x3x10x16xf32>, %k: tensor<2x3x12x16xf32>, %v: tensor<2x3x12x8xf32>, %bias: tensor<10x12xf32>, %gate: tensor<10x12xf32>, %do: tensor<2x3x10x8xf32>) -> (tensor<2x3x10x8xf32>, tensor<2x3x10x16xf32>, tensor<2x3x12x16xf32>, tensor<2x3x12x8xf32>, tensor<10x12xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %c4 = arith.constant 4.0 : f32
+  %s_e = tensor.empty() : tensor<2x3x10x12xf32>
+  %s_f = linalg.fill ins(%zero : f32) outs(%s_e : tensor<2x3x10x12xf32>) -> tensor<2x3x10x12xf32>
+  %s0 = linalg.generic {indexing_maps = [affine_map<(b, h, x, y, r) -> (b, h, x, r)>, affine_map<(b, h, x, y, r) -> (b, h, y, r)>, affine_map<(b, h, x, y, r) -> (b, h, x, y)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%q, %k : tensor<2x3x10x16xf32>, tensor<2x3x12x16xf32>) outs(%s_f : tensor<2x3x10x12xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %r = arith.addf %acc, %m : f32
+    linalg.yield %r : f32
+  } -> tensor<2x3x10x12xf32>
+  %s = linalg.generic {indexing_maps = [affine_map<(b, h, i, j) -> (b, h, i, j)>, affine_map<(b, h, i, j) -> (i, j)>, affine_map<(b, h, i, j) -> (i, j)>, affine_map<(b, h, i, j) -> (b, h, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%s0, %bias, %gate : tensor<2x3x10x12xf32>, tensor<10x12xf32>, tensor<10x12xf32>) outs(%s_e : tensor<2x3x10x12xf32>) {
+  ^bb0(%a0: f32, %a1: f32, %a2: f32, %out: f32):
+    %y = arith.divf %a0, %c4 : f32
+    %g = arith.mulf %a1, %a2 : f32
+    %z = arith.addf %y, %g : f32
+    linalg.yield %z : f32
+  } -> tensor<2x3x10x12xf32>
+  %r_e = tensor.empty() : tensor<2x3x10xf32>
+  %mx_f = linalg.fill ins(%ninf : f32) outs(%r_e : tensor<2x3x10xf32>) -> tensor<2x3x10xf32>
+  %mx = linalg.reduce ins(%s : tensor<2x3x10x12xf32>) outs(%mx_f : tensor<2x3x10xf32>) dimensions = [3]
+    (%in: f32, %init: f32) {
+      %m = arith.maximumf %in, %init : f32
+      linalg.yield %m : f32
+    }
+  %exp = linalg.generic {indexing_maps = [affine_map<(b, h, i, j) -> (b, h, i, j)>, affine_map<(b, h, i, j) -> (b, h, i)>, affine_map<(b, h, i, j) -> (b, h, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%s, %mx : tensor<2x3x10x12xf32>, tensor<2x3x10xf32>) outs(%s_e : tensor<2x3x10x12xf32>) {
+  ^bb0(%a0: f32, %a1: f32, %out: f32):
+    %d = arith.subf %a0, %a1 : f32
+    %y = math.exp %d : f32
+    linalg.yield %y : f32
+  } -> tensor<2x3x10x12xf32>
+  %sm_f = linalg.fill ins(%zero : f32) outs(%r_e : tensor<2x3x10xf32>) -> tensor<2x3x10xf32>
+  %sum = linalg.reduce ins(%exp : tensor<2x3x10x12xf32>) outs(%sm_f : tensor<2x3x10xf32>) dimensions = [3]
+    (%in: f32, %init: f32) {
+      %a = arith.addf %in, %init : f32
+      linalg.yield %a : f32
+    }
+  %p = linalg.generic {indexing_maps = [affine_map<(b, h, i, j) -> (b, h, i, j)>, affine_map<(b, h, i, j) -> (b, h, i)>, affine_map<(b, h, i, j) -> (b, h, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%exp, %sum : tensor<2x3x10x12xf32>, tensor<2x3x10xf32>) outs(%s_e : tensor<2x3x10x12xf32>) {
+  ^bb0(%a0: f32, %a1: f32, %out: f32):
+    %y = arith.divf %a0, %a1 : f32
+    linalg.yield %y : f32
+  } -> tensor<2x3x10x12xf32>
+  %o_e = tensor.empty() : tensor<2x3x10x8xf32>
+  %o_f = linalg.fill ins(%zero : f32) outs(%o_e : tensor<2x3x10x8xf32>) -> tensor<2x3x10x8xf32>
+  %o = linalg.generic {indexing_maps = [affine_map<(b, h, x, y, r) -> (b, h, x, r)>, affine_map<(b, h, x, y, r) -> (b, h, r, y)>, affine_map<(b, h, x, y, r) -> (b, h, x, y)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%p, %v : tensor<2x3x10x12xf32>, tensor<2x3x12x8xf32>) outs(%o_f : tensor<2x3x10x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %r = arith.addf %acc, %m : f32
+    linalg.yield %r : f32
+  } -> tensor<2x3x10x8xf32>
+  %dp = linalg.generic {indexing_maps = [affine_map<(b, h, x, y, r) -> (b, h, x, r)>, affine_map<(b, h, x, y, r) -> (b, h, y, r)>, affine_map<(b, h, x, y, r) -> (b, h, x, y)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%do, %v : tensor<2x3x10x8xf32>, tensor<2x3x12x8xf32>) outs(%s_f : tensor<2x3x10x12xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %r = arith.addf %acc, %m : f32
+    linalg.yield %r : f32
+  } -> tensor<2x3x10x12xf32>
+  %dv_e = tensor.empty() : tensor<2x3x12x8xf32>
+  %dv_f = linalg.fill ins(%zero : f32) outs(%dv_e : tensor<2x3x12x8xf32>) -> tensor<2x3x12x8xf32>
+  %dv = linalg.generic {indexing_maps = [affine_map<(b, h, x, y, r) -> (b, h, r, x)>, affine_map<(b, h, x, y, r) -> (b, h, r, y)>, affine_map<(b, h, x, y, r) -> (b, h, x, y)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%p, %do : tensor<2x3x10x12xf32>, tensor<2x3x10x8xf32>) outs(%dv_f : tensor<2x3x12x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %r = arith.addf %acc, %m : f32
+    linalg.yield %r : f32
+  } -> tensor<2x3x12x8xf32>
+  %ct1 = linalg.generic {indexing_maps = [affine_map<(b, h, i, j) -> (b, h, i, j)>, affine_map<(b, h, i, j) -> (b, h, i, j)>, affine_map<(b, h, i, j) -> (b, h, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%dp, %p : tensor<2x3x10x12xf32>, tensor<2x3x10x12xf32>) outs(%s_e : tensor<2x3x10x12xf32>) {
+  ^bb0(%a0: f32, %a1: f32, %out: f32):
+    %y = arith.mulf %a0, %a1 : f32
+    linalg.yield %y : f32
+  } -> tensor<2x3x10x12xf32>
+  %neg = linalg.generic {indexing_maps = [affine_map<(b, h, i, j) -> (b, h, i, j)>, affine_map<(b, h, i, j) -> (b, h, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%ct1 : tensor<2x3x10x12xf32>) outs(%s_e : tensor<2x3x10x12xf32>) {
+  ^bb0(%a0: f32, %out: f32):
+    %y = arith.negf %a0 : f32
+    linalg.yield %y : f32
+  } -> tensor<2x3x10x12xf32>
+  %ns_f = linalg.fill ins(%zero : f32) outs(%r_e : tensor<2x3x10xf32>) -> tensor<2x3x10xf32>
+  %ns = linalg.reduce ins(%neg : tensor<2x3x10x12xf32>) outs(%ns_f : tensor<2x3x10xf32>) dimensions = [3]
+    (%in: f32, %init: f32) {
+      %a = arith.addf %in, %init : f32
+      linalg.yield %a : f32
+    }
+  %yb = linalg.generic {indexing_maps = [affine_map<(b, h, i, j) -> (b, h, i, j)>, affine_map<(b, h, i, j) -> (b, h, i)>, affine_map<(b, h, i, j) -> (b, h, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%p, %ns : tensor<2x3x10x12xf32>, tensor<2x3x10xf32>) outs(%s_e : tensor<2x3x10x12xf32>) {
+  ^bb0(%a0: f32, %a1: f32, %out: f32):
+    %y = arith.mulf %a0, %a1 : f32
+    linalg.yield %y : f32
+  } -> tensor<2x3x10x12xf32>
+  %ds = linalg.generic {indexing_maps = [affine_map<(b, h, i, j) -> (b, h, i, j)>, affine_map<(b, h, i, j) -> (b, h, i, j)>, affine_map<(b, h, i, j) -> (b, h, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%ct1, %yb : tensor<2x3x10x12xf32>, tensor<2x3x10x12xf32>) outs(%s_e : tensor<2x3x10x12xf32>) {
+  ^bb0(%a0: f32, %a1: f32, %out: f32):
+    %y = arith.addf %a0, %a1 : f32
+    linalg.yield %y : f32
+  } -> tensor<2x3x10x12xf32>
+  %db_e = tensor.empty() : tensor<10x12xf32>
+  %db_f = linalg.fill ins(%zero : f32) outs(%db_e : tensor<10x12xf32>) -> tensor<10x12xf32>
+  // expected-remark @+1 {{in a backward that is not recognised: the result of 'linalg.reduce', computed from the softmax gradient dS, is not the gradient of the score modification's capture (a function argument): the score modification is not the score plus that capture (its derivative in the capture is not 1)}}
+  %dbias = linalg.reduce ins(%ds : tensor<2x3x10x12xf32>) outs(%db_f : tensor<10x12xf32>) dimensions = [0, 1]
+    (%in: f32, %init: f32) {
+      %a = arith.addf %in, %init : f32
+      linalg.yield %a : f32
+    }
+  %ds0 = linalg.generic {indexing_maps = [affine_map<(b, h, i, j) -> (b, h, i, j)>, affine_map<(b, h, i, j) -> (b, h, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%ds : tensor<2x3x10x12xf32>) outs(%s_e : tensor<2x3x10x12xf32>) {
+  ^bb0(%a0: f32, %out: f32):
+    %y = arith.divf %a0, %c4 : f32
+    linalg.yield %y : f32
+  } -> tensor<2x3x10x12xf32>
+  %dq_e = tensor.empty() : tensor<2x3x10x16xf32>
+  %dq_f = linalg.fill ins(%zero : f32) outs(%dq_e : tensor<2x3x10x16xf32>) -> tensor<2x3x10x16xf32>
+  %dq = linalg.generic {indexing_maps = [affine_map<(b, h, x, y, r) -> (b, h, x, r)>, affine_map<(b, h, x, y, r) -> (b, h, r, y)>, affine_map<(b, h, x, y, r) -> (b, h, x, y)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%ds0, %k : tensor<2x3x10x12xf32>, tensor<2x3x12x16xf32>) outs(%dq_f : tensor<2x3x10x16xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %r = arith.addf %acc, %m : f32
+    linalg.yield %r : f32
+  } -> tensor<2x3x10x16xf32>
+  %dk_e = tensor.empty() : tensor<2x3x12x16xf32>
+  %dk_f = linalg.fill ins(%zero : f32) outs(%dk_e : tensor<2x3x12x16xf32>) -> tensor<2x3x12x16xf32>
+  %dk = linalg.generic {indexing_maps = [affine_map<(b, h, x, y, r) -> (b, h, r, x)>, affine_map<(b, h, x, y, r) -> (b, h, r, y)>, affine_map<(b, h, x, y, r) -> (b, h, x, y)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%ds0, %q : tensor<2x3x10x12xf32>, tensor<2x3x10x16xf32>) outs(%dk_f : tensor<2x3x12x16xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %r = arith.addf %acc, %m : f32
+    linalg.yield %r : f32
+  } -> tensor<2x3x12x16xf32>
+  return %o, %dq, %dk, %dv, %dbias : tensor<2x3x10x8xf32>, tensor<2x3x10x16xf32>, tensor<2x3x12x16xf32>, tensor<2x3x12x8xf32>, tensor<10x12xf32>
+}
