@@ -128,6 +128,11 @@ def _run_cases():
         cases.append(("dynamic-empty-" + kernel, (2, 4, 70, 64), (2, 2, 90, 64),
                       (2, 2, 90, 64), "bfloat16",
                       {"return_lse": True, "dynamic": True, "kernel": kernel}))
+    # More batch·heads than grid.y holds (65535): the launch continues in
+    # grid.z, for every kernel.
+    for kernel in ("wgmma", "mma", "portable", "splitkv"):
+        cases.append(("grid-z-" + kernel, (33000, 2, 20, 64), (33000, 2, 24, 64),
+                      (33000, 2, 24, 64), "bfloat16", {"kernel": kernel}))
     # The portable kernel: what no tensor-core kernel takes (f32, kernel=auto),
     # forced on shapes they do take, and PTX for an Ampere chip (JIT-compiled
     # by the driver for the device at hand).
@@ -358,6 +363,19 @@ def test_dynamic_lengths_share_one_kernel():
         err, err_sdpa, _ = _errors(torch, out, q, k, v, **kw)
         assert err <= 2 * err_sdpa + 1e-3, ((b, lq, lk), err, err_sdpa)
     assert len(am._kernels) == before + 1
+
+
+@pytest.mark.parametrize("kernel", ["wgmma", "mma", "portable", "splitkv"])
+def test_more_batch_heads_than_grid_y(kernel):
+    torch = _cuda()
+    qs, ks, vs, dtype, kw = CASES["grid-z-" + kernel]
+    q, k, v = _inputs(torch, qs, ks, vs, dtype)
+    out = torch.full_like(q, float("nan"))
+    flash_mlir.attention(q, k, v, out=out, **kw)
+    torch.cuda.synchronize()
+    assert not torch.isnan(out).any()
+    err, err_sdpa, _ = _errors(torch, out, q, k, v)
+    assert err <= 2 * err_sdpa + 1e-3, (err, err_sdpa)
 
 
 @pytest.mark.parametrize("kernel", ["wgmma", "mma", "portable"])

@@ -20,7 +20,11 @@
 // CHECK: %[[MULTI:.*]] = arith.cmpi sgt, %[[SPLITS:.*]], %c1
 // CHECK: %[[OP:.*]], %{{.*}} = gpu.alloc async [%[[TOK:.*]]] (%{{.*}}, %{{.*}}) : memref<?x?x128xf32>
 // CHECK: %[[LP:.*]], %{{.*}} = gpu.alloc async [%[[TOK]]] (%{{.*}}, %{{.*}}) : memref<?x?xf32>
-// CHECK: gpu.launch_func async [%{{.*}}] @flash_attention_0::@kernel blocks in (%[[SPLITS]], %{{.*}}, %{{.*}}) threads in (%c128{{.*}}, %{{.*}}, %{{.*}}) dynamic_shared_memory_size %c104448_i32
+// The batch·head axis continues in grid.z past grid.y's 65535, and the
+// kernel ends CTAs past its end (batchHeadBlock).
+// CHECK: %[[GY:.*]] = arith.minsi %[[BH:.*]], %c65535
+// CHECK: %[[GZ:.*]] = arith.ceildivsi %[[BH]], %c65535
+// CHECK: gpu.launch_func async [%{{.*}}] @flash_attention_0::@kernel blocks in (%[[SPLITS]], %[[GY]], %[[GZ]]) threads in (%c128{{.*}}, %{{.*}}, %{{.*}}) dynamic_shared_memory_size %c104448_i32
 // CHECK: scf.if %[[MULTI]]
 // CHECK: gpu.launch_func async [%{{.*}}] @flash_attention_0::@combine
 // CHECK: gpu.dealloc async [%[[TOK]]] %[[OP]]
@@ -28,6 +32,9 @@
 // CHECK: gpu.func @kernel(
 // CHECK: gpu.dynamic_shared_memory
 // CHECK: memref.view {{.*}} to memref<3x64x136xbf16, #gpu.address_space<workgroup>>
+// CHECK: gpu.block_id  z
+// CHECK: cf.cond_br %{{.*}}, ^[[BODY:.*]], ^[[EXIT:[a-z0-9]+]]
+// CHECK: ^[[BODY]]:
 // CHECK: nvgpu.device_async_copy {{.*}} {bypassL1} : memref<?x?x128xbf16> to memref<3x64x136xbf16, #gpu.address_space<workgroup>>
 // CHECK: nvvm.cp.async.commit.group
 // CHECK: scf.for
@@ -35,6 +42,8 @@
 // CHECK: gpu.barrier
 // CHECK-COUNT-32: nvvm.mma.sync
 // CHECK-NOT: nvvm.mma.sync
+// CHECK: ^[[EXIT]]:
+// CHECK-NEXT: gpu.return
 // CHECK: gpu.func @combine(
 // CHECK: scf.for
 // CHECK: gpu.return

@@ -137,8 +137,13 @@ void gpu_lowering::launchOnStream(ImplicitLocOpBuilder &b,
                     b, TypeRange{gpu::AsyncTokenType::get(ctx)},
                     ValueRange{stream})
                     .getResult(0);
+  // grid.y stops at 65535: the rest of the axis goes to grid.z, and the
+  // kernel reads its index back with batchHeadBlock.
+  Value maxY = constIdx(b, kMaxGridY);
+  Value gy = arith::MinSIOp::create(b, gridY, maxY);
+  Value gz = arith::CeilDivSIOp::create(b, gridY, maxY);
   gpu::LaunchFuncOp::create(
-      b, kernel, gpu::KernelDim3{gridX, gridY, one},
+      b, kernel, gpu::KernelDim3{gridX, gy, gz},
       gpu::KernelDim3{constIdx(b, threads), one, one},
       constI32(b, dynamicSmemBytes), args, gpu::AsyncTokenType::get(ctx),
       ValueRange{token});

@@ -114,7 +114,9 @@ FailureOr<OperandBuffers> operandBuffers(AttentionOp op);
 /// left inside it), named after the first free `flash_attention_<n>`.
 gpu::GPUModuleOp newKernelModule(OpBuilder &mb, AttentionOp op);
 /// gpu.launch_func of `kernel` on a (gridX, gridY) grid, asynchronous on the
-/// caller's `stream` (an !llvm.ptr).
+/// caller's `stream` (an !llvm.ptr). gridY is the batch·head axis (> 0):
+/// past 65535 it continues in grid.z, and the kernel reads it with
+/// batchHeadBlock.
 void launchOnStream(ImplicitLocOpBuilder &b, gpu::GPUFuncOp kernel,
                     Value gridX, Value gridY, int64_t threads,
                     int64_t dynamicSmemBytes, ArrayRef<Value> args,

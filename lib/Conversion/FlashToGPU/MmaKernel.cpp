@@ -73,7 +73,7 @@ static gpu::GPUFuncOp buildMmaKernel(OpBuilder &ob, Location loc,
   MmaLane ml = mmaLane(b);
   Value tid = ml.tid, warp = ml.warp, g = ml.g, t2 = ml.t2, lane8 = ml.lane8,
         laneHalf8 = ml.laneHalf8, lane16 = ml.lane16;
-  Value bh = gpu::BlockIdOp::create(b, gpu::Dimension::y);
+  Value bh = batchHeadBlock(b, product(b, args.batchSizes));
   Value q0 = arith::MulIOp::create(
       b, gpu::BlockIdOp::create(b, gpu::Dimension::x),
       constIdx(b, kRowsPerBlock));

@@ -140,7 +140,7 @@ static gpu::GPUFuncOp buildPortableKernel(OpBuilder &ob, Location loc,
 
   Value zero = constIdx(b, 0), one = constIdx(b, 1);
   Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
-  Value bh = gpu::BlockIdOp::create(b, gpu::Dimension::y);
+  Value bh = batchHeadBlock(b, product(b, batchSizes));
   Value q0 = arith::MulIOp::create(
       b, gpu::BlockIdOp::create(b, gpu::Dimension::x),
       constIdx(b, kRowsPerBlock));

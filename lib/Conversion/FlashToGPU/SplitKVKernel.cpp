@@ -193,7 +193,12 @@ gpu::GPUFuncOp gpu_lowering::buildSplitKVKernel(OpBuilder &ob, Location loc,
 
   Value split = gpu::BlockIdOp::create(b, gpu::Dimension::x);
   Value splits = gpu::GridDimOp::create(b, gpu::Dimension::x);
-  Value yb = gpu::BlockIdOp::create(b, gpu::Dimension::y);
+  Value yb = batchHeadBlock(
+      b, arith::MulIOp::create(
+             b,
+             arith::DivUIOp::create(b, product(b, args.batchSizes),
+                                    constIdx(b, G)),
+             constIdx(b, cfg.rowBlocks())));
   Value kvbh = arith::DivUIOp::create(b, yb, constIdx(b, cfg.rowBlocks()));
   Value rb = arith::RemUIOp::create(b, yb, constIdx(b, cfg.rowBlocks()));
   Value lq = constIdx(b, cfg.lq);

@@ -8,6 +8,7 @@
 #include "TileProgram.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
@@ -81,6 +82,32 @@ HeadIndices gpu_lowering::headIndices(ImplicitLocOpBuilder &b, Value bh,
     rest = arith::DivUIOp::create(b, rest, batchSizes[d]);
   }
   return r;
+}
+
+Value gpu_lowering::product(ImplicitLocOpBuilder &b, ArrayRef<Value> sizes) {
+  Value p = constIdx(b, 1);
+  for (Value s : sizes)
+    p = arith::MulIOp::create(b, p, s);
+  return p;
+}
+
+Value gpu_lowering::batchHeadBlock(ImplicitLocOpBuilder &b, Value count) {
+  Value idx = arith::AddIOp::create(
+      b, gpu::BlockIdOp::create(b, gpu::Dimension::y),
+      arith::MulIOp::create(b, gpu::BlockIdOp::create(b, gpu::Dimension::z),
+                            gpu::GridDimOp::create(b, gpu::Dimension::y)));
+  Value valid = arith::CmpIOp::create(b, arith::CmpIPredicate::ult, idx, count);
+  Block *entry = b.getInsertionBlock();
+  assert(b.getInsertionPoint() == entry->end() && "not at the end of a block");
+  Region *region = entry->getParent();
+  Block *body = new Block(), *exit = new Block();
+  region->getBlocks().insertAfter(Region::iterator(entry), body);
+  region->getBlocks().insertAfter(Region::iterator(body), exit);
+  cf::CondBranchOp::create(b, valid, body, ValueRange{}, exit, ValueRange{});
+  b.setInsertionPointToStart(exit);
+  gpu::ReturnOp::create(b);
+  b.setInsertionPointToStart(body);
+  return idx;
 }
 
 Value gpu_lowering::maskDiagonalOffset(ImplicitLocOpBuilder &b, MaskAttr mask,

@@ -65,6 +65,18 @@ HeadIndices headIndices(ImplicitLocOpBuilder &b, Value bh,
                         ArrayRef<Value> batchSizes, Value hkv,
                         bool withBatchIndices);
 
+/// Launches spread their batch·head axis over grid.y and grid.z, because
+/// grid.y stops at 65535 (launchOnStream); this is the CTA's index along
+/// that axis, y + z · gridDim.y. A CTA past `count` (the excess of the last
+/// z slice) ends at once: the kernel continues in a new block entered only
+/// when the index is in range. `b` must be at the end of the kernel's
+/// entry block.
+Value batchHeadBlock(ImplicitLocOpBuilder &b, Value count);
+/// The product of `sizes` (1 for none).
+Value product(ImplicitLocOpBuilder &b, ArrayRef<Value> sizes);
+/// The largest grid.y of a launch.
+constexpr int64_t kMaxGridY = 65535;
+
 /// The offset of the mask's diagonal: Lk - Lq for bottom-right alignment,
 /// else 0 (key j is visible to query i when j <= i + offset).
 Value maskDiagonalOffset(ImplicitLocOpBuilder &b, MaskAttr mask, Value lq,

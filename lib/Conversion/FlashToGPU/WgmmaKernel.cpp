@@ -680,7 +680,7 @@ gpu::GPUFuncOp gpu_lowering::buildWgmmaKernel(OpBuilder &ob, Location loc,
     qBlock = arith::SubIOp::create(
         b, arith::SubIOp::create(b, nq, constIdx(b, 1)), qBlock);
   }
-  env.bh = gpu::BlockIdOp::create(b, gpu::Dimension::y);
+  env.bh = batchHeadBlock(b, product(b, env.batchSizes));
   env.q0 = idxMul(b, qBlock, cfg.blockM);
 
   HeadIndices heads = headIndices(b, env.bh, env.batchSizes, env.hkv,
