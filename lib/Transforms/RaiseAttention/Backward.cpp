@@ -26,8 +26,6 @@
 //===----------------------------------------------------------------------===//
 #include "RaiseAttentionImpl.h"
 
-#include "llvm/ADT/SmallBitVector.h"
-
 #include <array>
 #include <cmath>
 #include <map>
@@ -152,32 +150,23 @@ static bool computedFrom(Operation *op, Operation *target,
   return false;
 }
 
-/// The view of `type` (a bias's gradient) over the score space when it is
-/// the capture `read` reads, up to unit dims: the read's index for each
-/// non-unit dim, 0 for each unit dim. nullopt when the shapes differ in a
-/// non-unit dim or the read is not a projection (then the op's capture
-/// gradient is not a sum over whole score dims).
+/// The view of `type` (a bias's gradient) over the score space when it has
+/// the shape of the capture `read` reads (a projection of the score
+/// indices), up to unit dims: the read's index for each non-unit dim, 0 for
+/// each unit dim. nullopt when the shapes differ in a non-unit dim.
 static std::optional<AffineMap> biasView(const Node *read,
                                          RankedTensorType type) {
   auto ct = cast<RankedTensorType>(read->value.getType());
-  if (!ct.hasStaticShape() || !type.hasStaticShape())
+  if (!ct.hasStaticShape() || !type.hasStaticShape() ||
+      !read->map.isProjectedPermutation())
     return std::nullopt;
-  MLIRContext *ctx = type.getContext();
-  SmallVector<AffineExpr> nonUnit;
-  llvm::SmallBitVector used(read->map.getNumDims());
-  for (auto [d, e] : llvm::enumerate(read->map.getResults())) {
-    if (auto dim = dyn_cast<AffineDimExpr>(e)) {
-      if (used.test(dim.getPosition()))
-        return std::nullopt;
-      used.set(dim.getPosition());
-    } else if (!isa<AffineConstantExpr>(e) || ct.getDimSize(d) != 1) {
-      return std::nullopt;
-    }
+  SmallVector<unsigned> nonUnit; // capture dims
+  for (unsigned d = 0; d < ct.getRank(); ++d)
     if (ct.getDimSize(d) != 1)
-      nonUnit.push_back(e);
-  }
+      nonUnit.push_back(d);
   if (nonUnit.empty() && type.getShape() != ct.getShape())
     return std::nullopt;
+  MLIRContext *ctx = type.getContext();
   SmallVector<AffineExpr> view;
   unsigned k = 0;
   for (int64_t size : type.getShape()) {
@@ -185,15 +174,9 @@ static std::optional<AffineMap> biasView(const Node *read,
       view.push_back(getAffineConstantExpr(0, ctx));
       continue;
     }
-    if (k == nonUnit.size())
+    if (k == nonUnit.size() || ct.getDimSize(nonUnit[k]) != size)
       return std::nullopt;
-    auto dim = cast<AffineDimExpr>(nonUnit[k]);
-    unsigned pos = llvm::find(read->map.getResults(), nonUnit[k]) -
-                   read->map.getResults().begin();
-    if (ct.getDimSize(pos) != size)
-      return std::nullopt;
-    view.push_back(dim);
-    ++k;
+    view.push_back(read->map.getResult(nonUnit[k++]));
   }
   if (k != nonUnit.size())
     return std::nullopt;
