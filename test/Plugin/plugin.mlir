@@ -8,6 +8,12 @@
 // RUN:   --load-pass-plugin=%flash_plugin \
 // RUN:   --pass-pipeline='builtin.module(flash-decompose-attention)' \
 // RUN:   | FileCheck %s --check-prefix=DECOMPOSE
+// flash-raise-attention at module level, on func.func and on another
+// function-like op (the input and its checks are the raise test's).
+// RUN: mlir-opt %S/../Transforms/raise-attention/function-like.mlir -split-input-file \
+// RUN:   --load-dialect-plugin=%flash_plugin --load-pass-plugin=%flash_plugin \
+// RUN:   --pass-pipeline='builtin.module(flash-raise-attention)' \
+// RUN:   | FileCheck %S/../Transforms/raise-attention/function-like.mlir
 // RUN: not mlir-opt %s -split-input-file 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=NODIALECT
 // RUN: not mlir-opt %s -split-input-file --load-dialect-plugin=%flash_plugin \

@@ -98,11 +98,15 @@ def FlashTileAttentionPass : Pass<"flash-tile-attention"> {
   ];
 }
 
-def FlashRaiseAttentionPass
-    : Pass<"flash-raise-attention", "::mlir::func::FuncOp"> {
+def FlashRaiseAttentionPass : Pass<"flash-raise-attention"> {
   let summary = "Recognize matmul-softmax-matmul attention and rewrite it to "
                 "flash.attention";
   let description = [{
+    Runs on every function-like op (FunctionOpInterface) in the op it is
+    scheduled on: nested on func.func as the pipelines do, or on a module
+    (upstream mlir-opt's `builtin.module(flash-raise-attention)`), or on
+    another compiler's functions.
+
     Finds attention written as two contractions around a softmax, in the
     shapes ML frontends emit (linalg named ops, generics with any loop order,
     linalg.contract, linalg.softmax or its decompositions, TOSA), and

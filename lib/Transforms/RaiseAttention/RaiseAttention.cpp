@@ -15,6 +15,7 @@
 #include "mlir/Conversion/TosaToLinalg/TosaToLinalg.h"
 #include "mlir/Conversion/TosaToTensor/TosaToTensor.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Dialect/Tosa/IR/TosaOps.h"
 #include "mlir/IR/Iterators.h"
 #include "mlir/Pass/PassManager.h"
@@ -1014,7 +1015,7 @@ static Value throughTosaRescale(Value v) {
 /// x - reduce_max(x). It is recognised by exactly that: a tosa.table whose
 /// input is (after rescales) such a difference, over values that come from
 /// a tosa.matmul within a few steps. Anything else stays silent.
-static void remarkIntegerSoftmax(func::FuncOp func) {
+static void remarkIntegerSoftmax(FunctionOpInterface func) {
   func.walk([&](tosa::TableOp table) {
     auto sub = throughTosaRescale(table.getInput1()).getDefiningOp<tosa::SubOp>();
     if (!sub)
@@ -1056,13 +1057,23 @@ struct FlashRaiseAttentionPass
 
   void getDependentDialects(DialectRegistry &registry) const override {
     Base::getDependentDialects(registry);
-    OpPassManager pm(func::FuncOp::getOperationName());
+    OpPassManager pm;
     buildTosaNormalization(pm);
     pm.getDependentDialects(registry);
   }
 
+  // Any function-like op is a scope: func.func, or another compiler's own
+  // (IREE's util.func), whether the pass is nested on it or runs on a module
+  // and visits them all.
   void runOnOperation() override {
-    func::FuncOp func = getOperation();
+    SmallVector<FunctionOpInterface> funcs;
+    getOperation()->walk([&](FunctionOpInterface f) { funcs.push_back(f); });
+    for (FunctionOpInterface func : funcs)
+      if (failed(raiseIn(func)))
+        return signalPassFailure();
+  }
+
+  LogicalResult raiseIn(FunctionOpInterface func) {
     bool normalizedTosa = false;
     if (remarks)
       remarkIntegerSoftmax(func);
@@ -1072,10 +1083,10 @@ struct FlashRaiseAttentionPass
         hasTosa |= isa<tosa::TosaDialect>(op->getDialect());
       });
       if (hasTosa) {
-        OpPassManager pm(func::FuncOp::getOperationName());
+        OpPassManager pm;
         buildTosaNormalization(pm);
         if (failed(runPipeline(pm, func)))
-          return signalPassFailure();
+          return failure();
         normalizedTosa = true;
       }
     }
@@ -1103,9 +1114,10 @@ struct FlashRaiseAttentionPass
       func.walk<WalkOrder::PostOrder, ReverseIterator>(
           [&](Operation *op) { ops.push_back(op); });
       for (Operation *op : ops)
-        if (op != func && isOpTriviallyDead(op))
+        if (op != func.getOperation() && isOpTriviallyDead(op))
           rewriter.eraseOp(op);
     }
+    return success();
   }
 };
 } // namespace
