@@ -7,7 +7,9 @@
 // RUN: not flash-opt %s -split-input-file -convert-flash-to-gpu="split-kv=-1" 2>&1 | FileCheck %s --check-prefix=BADSPLIT
 // RUN: env -u CUDA_HOME flash-opt %s -split-input-file --flash-gpu-pipeline="format=isa" | FileCheck %s --check-prefix=PTX
 
+// RUN: not flash-opt %s -split-input-file -convert-flash-to-gpu="stages=1" 2>&1 | FileCheck %s --check-prefix=ONESTAGE
 // OLDCHIP: the splitkv kernel needs sm_80 or newer, got 'sm_75'
+// ONESTAGE: convert-flash-to-gpu: the split-KV kernel's ring needs stages >= 2, got 1
 // BADSPLIT: split-kv must be >= 0 (0: automatic), got -1
 
 // Decode, GQA 32 query heads on 8 K/V heads, Lq = 1: 4 packed rows, one

@@ -94,6 +94,12 @@ FailureOr<SplitKVConfig> gpu_lowering::splitKVConfig(AttentionOp op,
   cfg.tileKeys = d + dv <= 256 ? 64 : 32;
   cfg.keyWarps =
       std::max<int64_t>(1, std::min(4 / cfg.rowWarps, cfg.tileKeys / 16));
+  // The loop waits for a tile while the next ones are in flight, and the
+  // copies of tile t + S - 1 go into the stage tile t - 1 freed: S >= 2.
+  if (stages == 1) {
+    why = "the split-KV kernel's ring needs stages >= 2, got 1";
+    return failure();
+  }
   int64_t stage = cfg.tileKeys * (d + kPad + dv + kPad) * 2;
   cfg.stages = stages > 0 ? stages
                           : std::clamp<int64_t>(kRingBudgetBytes / stage, 2, 4);
