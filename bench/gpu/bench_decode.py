@@ -41,9 +41,15 @@ VARIANTS = {
     "split4": {"split_kv": 4},
     "split8": {"split_kv": 8},
     "split16": {"split_kv": 16},
+    "wgmma": {"kernel": "wgmma"},
+    "mma": {"kernel": "mma"},
 }
 VARIANT_CASES = [(16, 32, 8, 1, 32768), (64, 32, 8, 1, 32768), (1, 32, 8, 1, 131072),
-                 (16, 32, 8, 16, 32768), (16, 8, 1, 1, 131072), (16, 8, 1, 16, 32768)]
+                 (16, 32, 8, 16, 32768), (16, 8, 1, 1, 131072), (16, 8, 1, 16, 32768),
+                 # Where kernel=auto's rule for the split kernel ends (64 rows, or 128
+                 # from several heads): the prefill kernels beside it.
+                 (8, 16, 16, 64, 8192), (4, 32, 8, 32, 8192), (2, 32, 32, 48, 2048),
+                 (16, 16, 16, 64, 512), (2, 32, 8, 40, 4096)]
 
 
 def shapes(case):

@@ -120,3 +120,38 @@ func.func @prefill_stays_on_wgmma(%q: memref<1x4x300x64xbf16>, %k: memref<1x1x30
   bufferization.materialize_in_destination %r in restrict writable %o : (tensor<1x4x300x64xbf16>, memref<1x4x300x64xbf16>) -> ()
   return
 }
+
+// -----
+
+// One head per K/V head and 48 query rows: with 64 heads the prefill grid
+// fills the chip and the wgmma kernel is faster; with 2 heads only a split
+// does.
+// CHECK-LABEL: func.func @mha_48_rows_many_heads
+// CHECK-NOT: flashRuntimeMultiprocessorCount
+// CHECK: nvvm.wgmma.mma_async
+func.func @mha_48_rows_many_heads(%q: memref<2x32x48x64xbf16>, %k: memref<2x32x2048x64xbf16>,
+                                  %o: memref<2x32x48x64xbf16>) {
+  %qt = bufferization.to_tensor %q restrict : memref<2x32x48x64xbf16> to tensor<2x32x48x64xbf16>
+  %kt = bufferization.to_tensor %k restrict : memref<2x32x2048x64xbf16> to tensor<2x32x2048x64xbf16>
+  %ot = bufferization.to_tensor %o restrict writable : memref<2x32x48x64xbf16> to tensor<2x32x48x64xbf16>
+  %r = flash.attention ins(%qt, %kt, %kt : tensor<2x32x48x64xbf16>, tensor<2x32x2048x64xbf16>, tensor<2x32x2048x64xbf16>)
+      outs(%ot : tensor<2x32x48x64xbf16>) scale(0.125) -> tensor<2x32x48x64xbf16>
+  bufferization.materialize_in_destination %r in restrict writable %o : (tensor<2x32x48x64xbf16>, memref<2x32x48x64xbf16>) -> ()
+  return
+}
+
+// -----
+
+// CHECK-LABEL: func.func @mha_48_rows_few_heads
+// CHECK: func.call @flashRuntimeMultiprocessorCount
+// CHECK: gpu.func @combine(
+func.func @mha_48_rows_few_heads(%q: memref<1x2x48x64xbf16>, %k: memref<1x2x65536x64xbf16>,
+                                 %o: memref<1x2x48x64xbf16>) {
+  %qt = bufferization.to_tensor %q restrict : memref<1x2x48x64xbf16> to tensor<1x2x48x64xbf16>
+  %kt = bufferization.to_tensor %k restrict : memref<1x2x65536x64xbf16> to tensor<1x2x65536x64xbf16>
+  %ot = bufferization.to_tensor %o restrict writable : memref<1x2x48x64xbf16> to tensor<1x2x48x64xbf16>
+  %r = flash.attention ins(%qt, %kt, %kt : tensor<1x2x48x64xbf16>, tensor<1x2x65536x64xbf16>, tensor<1x2x65536x64xbf16>)
+      outs(%ot : tensor<1x2x48x64xbf16>) scale(0.125) -> tensor<1x2x48x64xbf16>
+  bufferization.materialize_in_destination %r in restrict writable %o : (tensor<1x2x48x64xbf16>, memref<1x2x48x64xbf16>) -> ()
+  return
+}

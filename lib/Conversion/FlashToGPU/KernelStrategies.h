@@ -7,9 +7,9 @@
 //   wgmma     sm_90a: a producer warpgroup streams K/V through a TMA ring
 //             with mbarriers; consumer warpgroups issue wgmma from shared
 //             memory (QKᵀ) and registers (PV)          WgmmaKernel.cpp
-//   splitkv   sm_80+, decode (kernel=auto: Lq · group <= 64, or <= 128
-//             with GQA): GQA rows packed into one tile, the key range split
-//             over CTAs, partials merged by LSE         SplitKV*.cpp
+//   splitkv   sm_80+, decode (kernel=auto: SplitKVLaunch.cpp's rule): GQA
+//             rows packed into one tile, the key range split over CTAs,
+//             partials merged by LSE                    SplitKV*.cpp
 //   mma       sm_80+: cp-style 16-byte copies into padded shared tiles,
 //             ldmatrix B operands, m16n8k16 mma.sync    MmaKernel.cpp
 //   portable  any chip from sm_70, any head dims and float type: plain

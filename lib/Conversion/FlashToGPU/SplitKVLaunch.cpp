@@ -25,11 +25,14 @@ namespace {
 // The runtime entry point that reports the current device's SM count (0
 // when there is no device).
 constexpr StringLiteral kSMCountFn = "flashRuntimeMultiprocessorCount";
-// kernel=auto prefers the split kernel up to 64 packed rows, and up to 128
-// when they come from several query heads (the prefill kernels would read
-// each K/V tile once per head); beyond, the prefill kernels' wgmma tiles do
-// more work per K/V byte.
-constexpr int64_t kAutoMaxRows = 64, kAutoMaxGroupedRows = 128;
+// kernel=auto prefers the split kernel up to 128 packed rows from several
+// query heads (the prefill kernels would read each K/V tile once per head),
+// and for one head per K/V head up to 16 rows, or up to 64 when the prefill
+// grid would hold fewer than 32 CTAs (few heads, so only a split fills the
+// chip). Measured on the H200 (bench/NOTES run 20): at 48-64 rows of one
+// head with 64-128 heads the wgmma kernel is 7-20 % faster.
+constexpr int64_t kAutoMaxRows = 16, kAutoMaxFewHeadRows = 64,
+                  kAutoMaxGroupedRows = 128, kAutoFewCTAs = 32;
 // Each split takes at least this many key tiles, so that its pipeline fill
 // and its partial's write are amortised.
 constexpr int64_t kMinTilesPerSplit = 2;
@@ -234,9 +237,24 @@ public:
   bool autoSelects(AttentionOp op) const override {
     std::string why;
     FailureOr<SplitKVConfig> cfg = splitKVConfig(op, why);
-    return succeeded(cfg) &&
-           (cfg->rows <= kAutoMaxRows ||
-            (cfg->group > 1 && cfg->rows <= kAutoMaxGroupedRows));
+    if (failed(cfg))
+      return false;
+    if (cfg->group > 1)
+      return cfg->rows <= kAutoMaxGroupedRows;
+    if (cfg->rows <= kAutoMaxRows)
+      return true;
+    if (cfg->rows > kAutoMaxFewHeadRows)
+      return false;
+    // The prefill kernels' CTAs: one per (batch·head, 64 query rows) at
+    // least; unknown (dynamic) batch sizes count as many.
+    int64_t ctas = llvm::divideCeil(cfg->lq, 64);
+    for (int64_t d = 0, e = op.getNumBatchDims(); d < e; ++d) {
+      int64_t s = op.getQueryType().getDimSize(d);
+      if (ShapedType::isDynamic(s))
+        return false;
+      ctas *= s;
+    }
+    return ctas < kAutoFewCTAs;
   }
   LogicalResult lower(RewriterBase &rewriter, AttentionOp op,
                       const OperandBuffers &bufs,
