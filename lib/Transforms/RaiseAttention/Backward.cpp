@@ -439,16 +439,11 @@ LogicalResult Matcher::matchCaptureGrads() {
   if (!plan.body || !dpOp)
     return success();
   SmallVector<const Node *> reads;
-  SmallVector<const Node *> stack{plan.body};
-  DenseSet<const Node *> seen;
-  while (!stack.empty()) {
-    const Node *n = stack.pop_back_val();
-    if (!seen.insert(n).second)
-      continue;
+  forEachNode(plan.body, [&](const Node *n) {
     if (n->kind == Node::Kind::Read && isa<FloatType>(n->type))
       reads.push_back(n);
-    stack.append(n->operands.begin(), n->operands.end());
-  }
+    return true;
+  });
   if (reads.empty())
     return success();
   // The values the backward computes from dS besides dQ and dK: each ends
@@ -528,16 +523,11 @@ Refusal Matcher::matchCaptureGradOf(Operation *root, const Node *read,
   // The op's capture gradient is sum dS · d score_mod / d c; the graph's is
   // read as sum dS, so the capture must enter the score_mod as an added
   // term, read at one position.
-  DenseSet<const Node *> seen;
-  SmallVector<const Node *> stack{plan.body};
   unsigned readsOfIt = 0;
-  while (!stack.empty()) {
-    const Node *n = stack.pop_back_val();
-    if (!seen.insert(n).second)
-      continue;
+  forEachNode(plan.body, [&](const Node *n) {
     readsOfIt += n->kind == Node::Kind::Read && n->value == read->value;
-    stack.append(n->operands.begin(), n->operands.end());
-  }
+    return true;
+  });
   if (readsOfIt != 1 || !hasUnitDerivative(plan.body, read))
     return {root, prefix + "the score modification is not the score plus "
                            "that capture (its derivative in the capture is "
@@ -662,20 +652,15 @@ FailureOr<BackwardMatch> Matcher::run(ArrayRef<Operation *> escapes,
   if (plan.body) {
     // flash.attention_grad differentiates a float capture only where each
     // read indexes it by distinct score indices.
-    SmallVector<const Node *> stack{plan.body};
-    DenseSet<const Node *> seen;
-    while (!stack.empty()) {
-      const Node *n = stack.pop_back_val();
-      if (!seen.insert(n).second)
-        continue;
-      if (n->kind == Node::Kind::Read && isa<FloatType>(n->type) &&
-          !n->map.isProjectedPermutation(/*allowZeroInResults=*/false)) {
-        why = {fwd.pv, "the score modification reads a float capture at "
-                       "constant or repeated indices, which the gradient "
-                       "op cannot differentiate"};
-        return failure();
-      }
-      stack.append(n->operands.begin(), n->operands.end());
+    bool differentiable = forEachNode(plan.body, [](const Node *n) {
+      return !(n->kind == Node::Kind::Read && isa<FloatType>(n->type) &&
+               !n->map.isProjectedPermutation(/*allowZeroInResults=*/false));
+    });
+    if (!differentiable) {
+      why = {fwd.pv, "the score modification reads a float capture at "
+                     "constant or repeated indices, which the gradient "
+                     "op cannot differentiate"};
+      return failure();
     }
   }
   for (Operation *c : candidates)

@@ -16,6 +16,8 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/IR/AffineMap.h"
 #include "mlir/IR/PatternMatch.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/SetVector.h"
 #include <memory>
 #include <optional>
@@ -60,6 +62,24 @@ struct Node {
   /// Float value of a scalar float constant.
   std::optional<double> getFloat() const;
 };
+
+/// Visits every node of the DAG under `root` once, depth first (a node,
+/// then its operands in order), until `fn` returns false; returns whether
+/// the walk ran to the end.
+inline bool forEachNode(const Node *root,
+                        llvm::function_ref<bool(const Node *)> fn) {
+  llvm::SmallVector<const Node *> stack{root};
+  llvm::DenseSet<const Node *> seen;
+  while (!stack.empty()) {
+    const Node *n = stack.pop_back_val();
+    if (!seen.insert(n).second)
+      continue;
+    if (!fn(n))
+      return false;
+    stack.append(n->operands.begin(), n->operands.end());
+  }
+  return true;
+}
 
 /// Builds expression trees over a score space of a given rank and extents.
 class ScoreTracer {

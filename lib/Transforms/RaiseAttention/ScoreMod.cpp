@@ -440,12 +440,7 @@ LogicalResult raise::collectCaptures(RewriterBase &rewriter, Location loc,
                                      Operation *fallback) {
   if (!plan.body)
     return success();
-  SmallVector<const Node *> stack{plan.body};
-  DenseSet<const Node *> seen;
-  while (!stack.empty()) {
-    const Node *n = stack.pop_back_val();
-    if (!seen.insert(n).second)
-      continue;
+  forEachNode(plan.body, [&](const Node *n) {
     if ((n->kind == Node::Kind::Read || n->kind == Node::Kind::Scalar) &&
         n->value && !llvm::is_contained(captures.keys, n->value)) {
       captures.keys.push_back(n->value);
@@ -457,9 +452,8 @@ LogicalResult raise::collectCaptures(RewriterBase &rewriter, Location loc,
             rewriter, loc, type, ValueRange{n->value}));
       }
     }
-    for (Node *o : n->operands)
-      stack.push_back(o);
-  }
+    return true;
+  });
   (void)why;
   (void)fallback;
   return success();
