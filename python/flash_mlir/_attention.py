@@ -418,10 +418,6 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align="top_left
     _check_scale(scale)
     _check_window(window)
     if _requires_grad(q, k, v):
-        if any(getattr(x, "is_cuda", False) for x in (q, k, v)):
-            raise NotImplementedError(
-                "flash_mlir.attention: gradients of CUDA tensors are not implemented yet; "
-                "call it under torch.no_grad(), detach q, k and v, or use CPU tensors")
         if out is not None:
             raise ValueError("out= cannot be used when q, k or v require grad")
         from ._autograd import attention_with_grad
@@ -471,19 +467,32 @@ def _from_host_view(a):
 
 def prebuild(q_shape, k_shape, v_shape, dtype, *, device="cuda", scale=None, causal=False,
              window=None, align="top_left", return_lse=False, dynamic=False, pipeline=None,
-             **options):
+             grad=False, **options):
     """Compiles, into the cache, the kernel attention() would run for arrays of
     these shapes and dtype ("bf16" / "bfloat16", "f16" / "float16", "f32" /
     "float32", or a torch or NumPy dtype) with these arguments, and returns its
     path. Needs the compiler but no GPU: fill a cache folder
     (FLASH_MLIR_CACHE_DIR) here, copy it to a GPU machine without LLVM, and
-    attention() there finds its kernels in it."""
+    attention() there finds its kernels in it.
+
+    grad=True: the kernels of a call that autograd differentiates instead —
+    the forward with its log-sum-exp and the backward — and returns both
+    paths (forward, backward)."""
     name = str(dtype).replace("torch.", "")
     elt = _TYPE_NAMES.get(name)
     if elt is None:
         raise TypeError("unsupported dtype %r (bf16, f16, f32)" % (dtype,))
     if device not in ("cpu", "cuda"):
         raise ValueError("device must be 'cpu' or 'cuda', got %r" % (device,))
+    if grad:
+        from ._autograd import grad_library, split_options
+        fwd, bwd = split_options(options, device == "cuda")
+        ir = attention_ir(q_shape, k_shape, v_shape, elt, scale=scale, causal=causal,
+                          window=window, align=align, lse=True, dynamic=dynamic)
+        forward = _library_for(ir, device, pipeline, format_options(fwd))
+        _, backward = grad_library(q_shape, k_shape, v_shape, elt, device, scale, causal,
+                                   window, align, pipeline, bwd)
+        return forward, backward
     ir = attention_ir(q_shape, k_shape, v_shape, elt, scale=scale, causal=causal,
                       window=window, align=align, lse=return_lse, dynamic=dynamic)
     return _library_for(ir, device, pipeline, format_options(options))

@@ -1,27 +1,56 @@
-"""flash_mlir.attention in torch's autograd (CPU tensors).
+"""flash_mlir.attention in torch's autograd (CPU and CUDA tensors).
 
 The forward runs the fused kernel and keeps only q, k, v, the output and the
 row log-sum-exp; the backward runs flash.attention_grad, which recomputes the
 probabilities from the log-sum-exp instead of reading a stored Lq x Lk
-matrix.
+matrix. On CUDA tensors the options named grad_* (grad_block_q, grad_block_k)
+configure the backward kernel and the others the forward's; chip goes to both.
 """
+import os
+
 import torch
 
 from . import _attention as am
 from .compiler import format_options
 
 
-def _grad_kernel(q, k, v, elt, scale, causal, window, align, pipeline, options):
-    ir = am.attention_grad_ir(q.shape, k.shape, v.shape, elt, scale=scale, causal=causal,
+def split_options(options, cuda):
+    """(forward options, backward options) of attention()'s **options."""
+    if not cuda:
+        return options, options
+    fwd = {k: v for k, v in options.items() if not k.startswith("grad_")}
+    bwd = {k: v for k, v in options.items() if k.startswith("grad_") or k == "chip"}
+    return fwd, bwd
+
+
+def grad_library(q_shape, k_shape, v_shape, elt, device, scale, causal, window, align,
+                 pipeline, options, use_cache=True):
+    """The path of the backward's library (built, or from the cache)."""
+    ir = am.attention_grad_ir(q_shape, k_shape, v_shape, elt, scale=scale, causal=causal,
                               window=window, align=align)
-    opts = format_options(options)
-    key = ("grad", ir, pipeline, opts)
+    return ir, am._library_for(ir, device, pipeline, format_options(options), use_cache)
+
+
+def _grad_kernel(q, k, v, elt, scale, causal, window, align, pipeline, options):
+    device = "cuda" if q.is_cuda else "cpu"
+    key = ("grad", device, tuple(q.shape), tuple(k.shape), tuple(v.shape), elt, scale, causal,
+           window, align, pipeline, tuple(options.items()), os.environ.get("FLASH_MLIR_CACHE_DIR"))
     with am._kernels_lock:
         kernel = am._kernels.get(key)
         if kernel is None:
-            path = am._library_for(ir, "cpu", pipeline, opts)
-            from .cpu import HostLibrary
-            kernel = HostLibrary(path)
+            _, path = grad_library(q.shape, k.shape, v.shape, elt, device, scale, causal,
+                                   window, align, pipeline, options)
+            if device == "cpu":
+                from .cpu import HostLibrary
+                lib = HostLibrary(path)
+                kernel = lambda args: lib.call(
+                    am.FUNC_NAME + "_grad", *[am._host_view(x) for x in args])
+            else:
+                from .gpu import KernelLibrary
+                lib = KernelLibrary(path)
+                launch = lib.launcher(am.FUNC_NAME + "_grad",
+                                      [q.dim()] * 5 + [q.dim() - 1] + [q.dim()] * 3)
+                kernel = lambda args: launch(args, torch.cuda.current_stream(q.device))
             am._kernels[key] = kernel
     return kernel
 
@@ -30,6 +59,7 @@ class _Attention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, cfg):
         scale, causal, window, align, dynamic, pipeline, cache, options = cfg
+        options, _ = split_options(options, q.is_cuda)
         with torch.no_grad():
             o, lse = am.attention(q.detach(), k.detach(), v.detach(), scale=scale,
                                   causal=causal, window=window, align=align,
@@ -44,15 +74,13 @@ class _Attention(torch.autograd.Function):
     def backward(ctx, do, dlse):
         q, k, v, o, lse = ctx.saved_tensors
         scale, causal, window, align, _, pipeline, _, options = ctx.cfg
+        _, options = split_options(options, q.is_cuda)
         elt = am._TORCH_TYPES[str(q.dtype)]
         kernel = _grad_kernel(q, k, v, elt, scale, causal, window, align, pipeline, options)
         do = do.to(q.dtype).contiguous()
         dq, dk, dv = (torch.empty_like(x, memory_format=torch.contiguous_format)
                       for x in (q, k, v))
-        args = [q, k, v, o, do, lse, dq, dk, dv]
-        kernel.call(am.FUNC_NAME + "_grad",
-                    *[am._host_view(x.contiguous()) for x in args[:6]],
-                    *[am._host_view(x) for x in args[6:]])
+        kernel([x.detach().contiguous() for x in (q, k, v, o, do, lse)] + [dq, dk, dv])
         return dq, dk, dv, None
 
 

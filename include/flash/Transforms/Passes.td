@@ -182,8 +182,8 @@ def FlashDecomposeAggregatedOpsPass : Pass<"flash-decompose-aggregated-ops"> {
 
 def FlashAttentionIntoDestinationPass
     : Pass<"flash-attention-into-destination", "func::FuncOp"> {
-  let summary = "Let flash.attention write straight into the memref its "
-                "result is materialized in";
+  let summary = "Let flash.attention and flash.attention_grad write "
+                "straight into the memrefs their results are materialized in";
   let description = [{
     A function written on tensors and wrapped for a caller's buffers ends in
     `bufferization.materialize_in_destination %r in restrict writable %out`
@@ -193,7 +193,8 @@ def FlashAttentionIntoDestinationPass
     destination-passing form that GPU code generation needs (the kernel
     stores into the caller's buffer, no temporary). Only done when the
     result has no other use and the memref is not read as a tensor
-    elsewhere in the function.
+    elsewhere in the function. The forward's output and each result of the
+    gradient (dq, dk, dv, capture gradients) are handled alike.
   }];
   let dependentDialects = ["::mlir::bufferization::BufferizationDialect"];
 }

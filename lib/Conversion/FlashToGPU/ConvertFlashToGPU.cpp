@@ -77,6 +77,31 @@ struct LowerAttentionWithStrategy : OpRewritePattern<AttentionOp> {
   ChipInfo chip;
 };
 
+/// Lowers a flash.attention_grad to the backward kernels.
+struct LowerAttentionGrad : OpRewritePattern<AttentionGradOp> {
+  LowerAttentionGrad(MLIRContext *ctx, const GPUKernelOptions &options,
+                     ChipInfo chip)
+      : OpRewritePattern(ctx), options(options), chip(chip) {}
+
+  LogicalResult matchAndRewrite(AttentionGradOp op,
+                                PatternRewriter &rewriter) const override {
+    std::string why;
+    FailureOr<GradKernelConfig> cfg =
+        gradKernelConfig(op, options, chip, why);
+    if (failed(cfg))
+      return rewriter.notifyMatchFailure(op, why);
+    if (!streamArgument(op))
+      return rewriter.notifyMatchFailure(op, "no stream argument");
+    FailureOr<GradOperandBuffers> bufs = gradOperandBuffers(op);
+    if (failed(bufs))
+      return failure();
+    return lowerAttentionGrad(rewriter, op, *bufs, *cfg);
+  }
+
+  GPUKernelOptions options;
+  ChipInfo chip;
+};
+
 template <typename T>
 using PassOption = Pass::Option<T>;
 
@@ -104,15 +129,22 @@ struct ConvertFlashToGPUPass
     // Each function that launches gets the caller's stream as its last
     // argument; operands that are not views of device buffers are refused
     // before anything is rewritten.
-    SmallVector<AttentionOp> ops;
-    module.walk([&](AttentionOp op) { ops.push_back(op); });
-    for (AttentionOp op : ops) {
+    SmallVector<Operation *> ops;
+    module.walk([&](Operation *op) {
+      if (isa<AttentionOp, AttentionGradOp>(op))
+        ops.push_back(op);
+    });
+    for (Operation *op : ops) {
       auto func = op->getParentOfType<func::FuncOp>();
       if (!func) {
-        op.emitOpError("convert-flash-to-gpu: must be inside a func.func");
+        op->emitOpError("convert-flash-to-gpu: must be inside a func.func");
         return signalPassFailure();
       }
-      if (failed(operandBuffers(op)))
+      if (auto fwd = dyn_cast<AttentionOp>(op);
+          fwd && failed(operandBuffers(fwd)))
+        return signalPassFailure();
+      if (auto grad = dyn_cast<AttentionGradOp>(op);
+          grad && failed(gradOperandBuffers(grad)))
         return signalPassFailure();
       if (streamArgument(op))
         continue;
@@ -137,6 +169,12 @@ struct ConvertFlashToGPUPass
     module.walk([&](AttentionOp op) {
       std::string why;
       if (!selectStrategy(op, opts, *chip, why))
+        op.emitOpError("convert-flash-to-gpu: ") << why;
+      failedAny = true;
+    });
+    module.walk([&](AttentionGradOp op) {
+      std::string why;
+      if (failed(gradKernelConfig(op, opts, *chip, why)))
         op.emitOpError("convert-flash-to-gpu: ") << why;
       failedAny = true;
     });
@@ -168,6 +206,7 @@ void flash::populateFlashToGPUPatterns(RewritePatternSet &patterns,
     patterns.add<LowerAttentionWithStrategy>(
         patterns.getContext(), *s, options, *chip,
         PatternBenefit(strategies.size() - i));
+  patterns.add<LowerAttentionGrad>(patterns.getContext(), options, *chip);
 }
 
 std::unique_ptr<Pass>

@@ -103,20 +103,20 @@ void gpu_lowering::replaceWithDestinations(RewriterBase &rewriter,
   rewriter.replaceOp(op, results);
 }
 
-gpu::GPUModuleOp gpu_lowering::newKernelModule(OpBuilder &mb, AttentionOp op) {
+gpu::GPUModuleOp gpu_lowering::newKernelModule(OpBuilder &mb, Operation *op) {
   auto module = op->getParentOfType<ModuleOp>();
   module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
-                  UnitAttr::get(op.getContext()));
+                  UnitAttr::get(op->getContext()));
   int64_t index = 0;
   std::string name;
   do
     name = "flash_attention_" + std::to_string(index++);
   while (module.lookupSymbol(name));
   mb.setInsertionPointToEnd(module.getBody());
-  return gpu::GPUModuleOp::create(mb, op.getLoc(), name);
+  return gpu::GPUModuleOp::create(mb, op->getLoc(), name);
 }
 
-Value gpu_lowering::streamArgument(AttentionOp op) {
+Value gpu_lowering::streamArgument(Operation *op) {
   auto func = op->getParentOfType<FunctionOpInterface>();
   for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i)
     if (func.getArgAttr(i, "flash.stream"))

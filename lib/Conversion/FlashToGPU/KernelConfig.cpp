@@ -66,6 +66,13 @@ LogicalResult gpu_lowering::verifyKernelOptions(const GPUKernelOptions &o,
     os << "split-kv must be >= 0 (0: automatic), got " << o.splitKV;
     return failure();
   }
+  if ((o.gradBlockQ != 0 && o.gradBlockQ != 32 && o.gradBlockQ != 64) ||
+      (o.gradBlockK != 0 && o.gradBlockK != 64 && o.gradBlockK != 128)) {
+    os << "grad-block-q must be 32 or 64 and grad-block-k 64 or 128 (0: "
+          "automatic), got "
+       << o.gradBlockQ << " and " << o.gradBlockK;
+    return failure();
+  }
   if (o.blockM < 0 || o.warpgroups < 0 || o.ctasPerSM < 0 ||
       (o.blockM > 0 && o.warpgroups > 0 && o.blockM != 64 * o.warpgroups) ||
       o.blockN < 16 || o.blockN > 256 || o.blockN % 16 != 0 || o.stages < 0 ||

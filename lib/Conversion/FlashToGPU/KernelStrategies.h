@@ -110,9 +110,9 @@ struct OperandBuffers {
 /// Reads them off the op, or emits why it cannot be lowered.
 FailureOr<OperandBuffers> operandBuffers(AttentionOp op);
 
-/// A new gpu.module for the op's kernel at the end of its module (`mb` is
+/// A new gpu.module for the op's kernels at the end of its module (`mb` is
 /// left inside it), named after the first free `flash_attention_<n>`.
-gpu::GPUModuleOp newKernelModule(OpBuilder &mb, AttentionOp op);
+gpu::GPUModuleOp newKernelModule(OpBuilder &mb, Operation *op);
 /// gpu.launch_func of `kernel` on a (gridX, gridY) grid, asynchronous on the
 /// caller's `stream` (an !llvm.ptr). gridY is the batch·head axis (> 0):
 /// past 65535 it continues in grid.z, and the kernel reads it with
@@ -125,7 +125,7 @@ void launchOnStream(ImplicitLocOpBuilder &b, gpu::GPUFuncOp kernel,
 void replaceWithDestinations(RewriterBase &rewriter, AttentionOp op,
                              const OperandBuffers &bufs);
 /// The stream argument convert-flash-to-gpu gave the op's function.
-Value streamArgument(AttentionOp op);
+Value streamArgument(Operation *op);
 
 //===-- The strategies ----------------------------------------------------===//
 
@@ -180,13 +180,14 @@ struct MemrefKernelSpec {
 /// element type other than f32/f16/bf16).
 FailureOr<MemrefKernelSpec> memrefKernelSpec(AttentionOp op, std::string &why);
 
-/// The kernel function, in the builder's gpu.module: workgroup memory
-/// (16-byte aligned tiles) and private arrays as attributions, at most
-/// `threads` threads per block.
+/// The kernel function `name`, in the builder's gpu.module: workgroup
+/// memory (16-byte aligned tiles) and private arrays as attributions, at
+/// most `threads` threads per block.
 gpu::GPUFuncOp createMemrefKernelFunc(ImplicitLocOpBuilder &b,
                                       ArrayRef<Type> argTypes,
                                       ArrayRef<Type> workgroup,
-                                      ArrayRef<Type> privates, int64_t threads);
+                                      ArrayRef<Type> privates, int64_t threads,
+                                      StringRef name = "kernel");
 
 /// Their kernel arguments, in order: q, k, v, out as [batch·heads, L, D]
 /// memrefs with dynamic outer sizes, [lse as [batch·heads, Lq]], hkv (the
@@ -294,6 +295,68 @@ LogicalResult lowerToSplitKVLaunch(RewriterBase &rewriter, AttentionOp op,
                                    const SplitKVConfig &cfg,
                                    const GPUKernelOptions &options,
                                    const ChipInfo &chip);
+
+//===-- Grad*.cpp: flash.attention_grad -----------------------------------===//
+
+/// The memrefs behind a flash.attention_grad's tensor operands.
+struct GradOperandBuffers {
+  Value q, k, v, o, dO, lse; // inputs
+  Value dq, dk, dv;          // destinations
+};
+/// Reads them off the op, or emits why it cannot be lowered.
+FailureOr<GradOperandBuffers> gradOperandBuffers(AttentionGradOp op);
+
+/// How the backward kernel lays out one op (GradKernel.cpp): a CTA owns
+/// `blockKeys` keys of one K/V head (16 per warp) and walks the query
+/// blocks of `blockQueries` rows of every query head of its group.
+struct GradKernelConfig {
+  Type elem;                  // bf16 or f16
+  int64_t d = 0, dv = 0;      // head dims
+  int64_t blockKeys = 64;     // keys per CTA
+  int64_t blockQueries = 64;  // query rows per step
+  MaskAttr mask;
+  double scale = 1.0;
+  int64_t warps() const { return blockKeys / 16; }
+  int64_t threads() const { return 32 * warps(); }
+  /// Query-row padding of the f32 side buffers (lse·log2 e, rowsum(dO ∘ O),
+  /// the dQ accumulator), so whole blocks are copied without bounds.
+  static constexpr int64_t kRowPad = 64;
+  int64_t smemBytes() const;
+};
+/// The layout for `op` under `options`, or why the backward kernel cannot
+/// take it (the chip, element types, head dims, a score_mod).
+FailureOr<GradKernelConfig> gradKernelConfig(AttentionGradOp op,
+                                             const GPUKernelOptions &options,
+                                             const ChipInfo &chip,
+                                             std::string &why);
+
+/// The key-block kernel, `kernel`. Arguments: q, k, v, do ([bh, L, D]
+/// memrefs, dynamic outer sizes), lse·log2 e and delta = rowsum(dO ∘ O)
+/// ([bh, Lq padded] f32), the dQ accumulator ([bh, Lq padded, D] f32, added
+/// to atomically), dk, dv, the query heads per K/V head and the K/V
+/// batch·head count. grid = (key blocks, K/V batch·heads).
+gpu::GPUFuncOp buildGradKernel(OpBuilder &b, Location loc,
+                               gpu::GPUModuleOp module,
+                               const GradKernelConfig &cfg,
+                               ArrayRef<Type> argTypes);
+/// The per-row preprocessing kernel, `prep`: delta, lse·log2 e (+inf for a
+/// row that saw no key and for the padding, so its P is 0) and a zeroed dQ
+/// accumulator. Arguments: o, do, lse, the two row buffers, the accumulator,
+/// the batch·head count. grid = (padded rows / 4, batch·heads).
+gpu::GPUFuncOp buildGradPrepKernel(OpBuilder &b, Location loc,
+                                   gpu::GPUModuleOp module,
+                                   ArrayRef<Type> argTypes);
+/// The dQ conversion, `dq`: dq = scale · accumulator in dq's element type.
+/// Arguments: the accumulator, dq, the batch·head count.
+/// grid = (ceil(Lq · D / kGradDqPerBlock), batch·heads).
+constexpr int64_t kGradDqPerBlock = 4 * 128;
+gpu::GPUFuncOp buildGradDqKernel(OpBuilder &b, Location loc,
+                                 gpu::GPUModuleOp module, double scale,
+                                 ArrayRef<Type> argTypes);
+/// Replaces `op` by the side buffers and the three launches.
+LogicalResult lowerAttentionGrad(RewriterBase &rewriter, AttentionGradOp op,
+                                 const GradOperandBuffers &bufs,
+                                 const GradKernelConfig &cfg);
 
 } // namespace mlir::flash::gpu_lowering
 

@@ -47,9 +47,10 @@ FailureOr<MemrefKernelSpec> gpu_lowering::memrefKernelSpec(AttentionOp op,
 
 gpu::GPUFuncOp gpu_lowering::createMemrefKernelFunc(
     ImplicitLocOpBuilder &b, ArrayRef<Type> argTypes,
-    ArrayRef<Type> workgroup, ArrayRef<Type> privates, int64_t threads) {
+    ArrayRef<Type> workgroup, ArrayRef<Type> privates, int64_t threads,
+    StringRef name) {
   auto fn = gpu::GPUFuncOp::create(
-      b, "kernel", FunctionType::get(b.getContext(), argTypes, {}), workgroup,
+      b, name, FunctionType::get(b.getContext(), argTypes, {}), workgroup,
       privates);
   fn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
   // 16-byte copies into the tiles (and ldmatrix rows) need aligned bases.

@@ -81,6 +81,23 @@ SmallVector<Value, 2> gpu_lowering::ldmatrixB(ImplicitLocOpBuilder &b,
   return regs;
 }
 
+SmallVector<Value, 4> gpu_lowering::ldmatrixX4(ImplicitLocOpBuilder &b,
+                                               Value tile, ValueRange indices,
+                                               bool transpose) {
+  Type elem = cast<MemRefType>(tile.getType()).getElementType();
+  Value m = nvgpu::LdMatrixOp::create(
+      b, VectorType::get({4, 2}, elem), tile, indices,
+      b.getBoolAttr(transpose), b.getI32IntegerAttr(4));
+  SmallVector<Value, 4> regs;
+  for (int64_t i = 0; i < 4; ++i) {
+    Value v = vector::ExtractOp::create(b, m, ArrayRef<int64_t>{i});
+    Value c = vector::BitCastOp::create(
+        b, VectorType::get({1}, b.getI32Type()), v);
+    regs.push_back(vector::ExtractOp::create(b, c, ArrayRef<int64_t>{0}));
+  }
+  return regs;
+}
+
 SmallVector<Value, 4> gpu_lowering::mmaSync(ImplicitLocOpBuilder &b, Type elem,
                                             ArrayRef<Value> a,
                                             ArrayRef<Value> bRegs,

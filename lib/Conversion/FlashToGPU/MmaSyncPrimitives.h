@@ -39,6 +39,20 @@ Value packPair(ImplicitLocOpBuilder &b, Value lo, Value hi);
 SmallVector<Value, 2> ldmatrixB(ImplicitLocOpBuilder &b, Value tile,
                                 ValueRange indices, bool transpose);
 
+/// Four 8×8 matrices with one ldmatrix.x4: lane l gives the address of row
+/// l % 8 of matrix l / 8, and register i holds matrix i. They are
+/// - the A operand of one m16n8k16 mma (a0: rows 0-7 × k 0-7, a1: rows 8-15
+///   × k 0-7, a2: rows 0-7 × k 8-15, a3: rows 8-15 × k 8-15): from a
+///   row-major [m][k] tile (no transpose) row l % 16, column 8·(l / 16);
+///   from a [k][m] tile (transpose) row 8·(l / 16) + l % 8, column
+///   8·((l / 8) % 2);
+/// - or the B operands of two mmas side by side in n (registers 0-1 for
+///   columns n0..n0+7, 2-3 for n0+8..n0+15): from an [n][k] tile (no
+///   transpose) row n0 + 8·(l / 16) + l % 8, column 8·((l / 8) % 2); from a
+///   [k][n] tile (transpose) row l % 16, column n0 + 8·(l / 16).
+SmallVector<Value, 4> ldmatrixX4(ImplicitLocOpBuilder &b, Value tile,
+                                 ValueRange indices, bool transpose);
+
 /// acc (4 × f32, one m16n8 fragment) += A (4 regs) · B (2 regs), m16n8k16.
 SmallVector<Value, 4> mmaSync(ImplicitLocOpBuilder &b, Type elem,
                               ArrayRef<Value> a, ArrayRef<Value> bRegs,

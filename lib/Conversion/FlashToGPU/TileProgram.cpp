@@ -149,6 +149,37 @@ gpu_lowering::visibleTileRange(ImplicitLocOpBuilder &b, MaskAttr mask,
   return {begin, end};
 }
 
+std::pair<Value, Value>
+gpu_lowering::visibleQueryBlockRange(ImplicitLocOpBuilder &b, MaskAttr mask,
+                                     Value k0, int64_t keys, Value lq,
+                                     Value lk, int64_t blockRows) {
+  Value block = constIdx(b, blockRows);
+  Value zero = constIdx(b, 0);
+  Value nB = arith::CeilDivSIOp::create(b, lq, block);
+  if (!mask || mask.isNone())
+    return {zero, nB};
+  Value off = maskDiagonalOffset(b, mask, lq, lk);
+  // Causal: key j is seen from row j - off on; the block's first key bounds
+  // the first query block.
+  Value lo = arith::SubIOp::create(b, k0, off);
+  Value begin = arith::FloorDivSIOp::create(b, lo, block);
+  begin = arith::MinSIOp::create(b, arith::MaxSIOp::create(b, begin, zero), nB);
+  Value end = nB;
+  if (mask.getKind() == MaskKind::SlidingWindow) {
+    // Window: key j is seen up to row j - off + W - 1; the block's last key
+    // that exists bounds the last query block.
+    Value last = arith::MinSIOp::create(
+        b, arith::AddIOp::create(b, k0, constIdx(b, keys)), lk);
+    Value hi = arith::AddIOp::create(
+        b, arith::SubIOp::create(b, last, off),
+        constIdx(b, mask.getWindow() - 1));
+    end = arith::CeilDivSIOp::create(b, arith::MaxSIOp::create(b, hi, zero),
+                                     block);
+    end = arith::MaxSIOp::create(b, arith::MinSIOp::create(b, end, nB), begin);
+  }
+  return {begin, end};
+}
+
 Value gpu_lowering::tileNeedsElementMask(ImplicitLocOpBuilder &b, MaskAttr mask,
                                          Value colLo, int64_t tileRows,
                                          Value rowLo, Value rowHi, Value lk,

@@ -89,6 +89,14 @@ std::pair<Value, Value> visibleTileRange(ImplicitLocOpBuilder &b, MaskAttr mask,
                                          Value q0, int64_t blockRows, Value lq,
                                          Value lk, int64_t tileRows);
 
+/// The transpose for kernels that walk query blocks under a key block (the
+/// backward): [begin, end) in units of `blockRows` query rows, the blocks
+/// that can see a key of [k0, k0 + keys) ∩ [0, lk) under `mask`.
+std::pair<Value, Value> visibleQueryBlockRange(ImplicitLocOpBuilder &b,
+                                               MaskAttr mask, Value k0,
+                                               int64_t keys, Value lq,
+                                               Value lk, int64_t blockRows);
+
 /// Whether the keys [colLo, colLo + tileRows) need the per-element mask for
 /// query rows [rowLo, rowHi]: they cross Lk, or a causal/window bound of one
 /// of the rows. A tile that does not (a "whole" tile) takes the softmax

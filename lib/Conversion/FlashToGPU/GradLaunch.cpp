@@ -1,0 +1,236 @@
+//===- GradLaunch.cpp - host side of the flash.attention_grad kernels -----===//
+//
+// Which ops the backward kernels take, their layout, and the launch
+// sequence on the caller's stream: the row buffers and the f32 dQ
+// accumulator allocated stream-ordered, `prep` (delta, lse·log2 e, a zeroed
+// accumulator), the key-block kernel, `dq` (scale and round), and the
+// buffers freed, so the backward holds O(L·D) memory beyond its operands.
+//
+//===----------------------------------------------------------------------===//
+#include "KernelStrategies.h"
+#include "MmaSyncPrimitives.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
+using namespace mlir;
+using namespace mlir::flash;
+using namespace mlir::flash::gpu_lowering;
+
+/// The memref a tensor operand was read from, or null.
+static Value bufferOf(Value tensor) {
+  if (auto tt = tensor.getDefiningOp<bufferization::ToTensorOp>())
+    return tt.getBuffer();
+  return Value();
+}
+
+FailureOr<GradOperandBuffers>
+gpu_lowering::gradOperandBuffers(AttentionGradOp op) {
+  GradOperandBuffers bufs;
+  std::tuple<Value, StringRef, Value *> operands[] = {
+      {op.getQuery(), "query", &bufs.q},
+      {op.getKey(), "key", &bufs.k},
+      {op.getValue(), "value", &bufs.v},
+      {op.getOut(), "out", &bufs.o},
+      {op.getGradOut(), "grad_out", &bufs.dO},
+      {op.getLse(), "lse", &bufs.lse},
+      {op.getGradQueryInit(), "dq init", &bufs.dq},
+      {op.getGradKeyInit(), "dk init", &bufs.dk},
+      {op.getGradValueInit(), "dv init", &bufs.dv}};
+  for (auto [t, what, dst] : operands) {
+    Value m = bufferOf(t);
+    if (!m)
+      return op.emitOpError("convert-flash-to-gpu: ")
+             << what
+             << " must be a bufferization.to_tensor of a device memref "
+                "(write the function in destination-passing style)";
+    if (!cast<MemRefType>(m.getType()).getLayout().isIdentity())
+      return op.emitOpError("convert-flash-to-gpu: ")
+             << what << " must have the identity (row-major) layout";
+    *dst = m;
+  }
+  return bufs;
+}
+
+FailureOr<GradKernelConfig>
+gpu_lowering::gradKernelConfig(AttentionGradOp op,
+                               const GPUKernelOptions &options,
+                               const ChipInfo &chip, std::string &why) {
+  auto fail = [&](const Twine &msg) {
+    why = msg.str();
+    return failure();
+  };
+  if (options.kernel != "auto" && options.kernel != "mma")
+    return fail("flash.attention_grad has the mma kernel only (kernel=auto or "
+                "kernel=mma), got kernel=" +
+                options.kernel);
+  if (!chip.hasMmaSync())
+    return fail("the flash.attention_grad kernel needs sm_80 or newer");
+  if (op.hasScoreMod() || !op.getCaptures().empty())
+    return fail("the flash.attention_grad kernel does not take a score_mod "
+                "yet (lower it with flash-cpu-pipeline)");
+  int64_t nb = op.getNumBatchDims();
+  GradKernelConfig cfg;
+  cfg.elem = op.getQueryType().getElementType();
+  if (!cfg.elem.isBF16() && !cfg.elem.isF16())
+    return fail("the flash.attention_grad kernel needs bf16 or f16 operands");
+  Value sameType[] = {op.getKey(),           op.getValue(),
+                      op.getOut(),           op.getGradOut(),
+                      op.getGradQueryInit(), op.getGradKeyInit(),
+                      op.getGradValueInit()};
+  for (Value t : sameType)
+    if (cast<ShapedType>(t.getType()).getElementType() != cfg.elem)
+      return fail("query, key, value, out, grad_out, dq, dk and dv must have "
+                  "one element type");
+  cfg.d = op.getQueryType().getDimSize(nb + 1);
+  cfg.dv = op.getValueType().getDimSize(nb + 1);
+  // D and Dv are the k of Sᵀ = K Qᵀ and dPᵀ = V dOᵀ (steps of 16); dK and
+  // dV live in registers for the whole walk, which bounds them at 128.
+  if (ShapedType::isDynamic(cfg.d) || ShapedType::isDynamic(cfg.dv) ||
+      cfg.d % 16 || cfg.dv % 16 || cfg.d > 128 || cfg.dv > 128)
+    return fail("the flash.attention_grad kernel needs static head dims D "
+                "and Dv that are multiples of 16 up to 128, got D = " +
+                Twine(cfg.d) + ", Dv = " + Twine(cfg.dv));
+  cfg.blockKeys = options.gradBlockK > 0 ? options.gradBlockK : 128;
+  cfg.blockQueries = options.gradBlockQ > 0 ? options.gradBlockQ : 64;
+  // dQ of a block is split over the warps in 16-row tiles and equal column
+  // shares of whole pairs of m16n8 fragments.
+  int64_t colSplits = cfg.warps() / (cfg.blockQueries / 16);
+  if (colSplits < 1 || cfg.d % (16 * colSplits))
+    return fail("grad-block-k = " + Twine(cfg.blockKeys) +
+                " with grad-block-q = " + Twine(cfg.blockQueries) +
+                " splits dQ's D = " + Twine(cfg.d) + " columns over " +
+                Twine(colSplits) + " warps, which needs D a multiple of " +
+                Twine(16 * colSplits));
+  cfg.mask = op.getMaskOrNone();
+  cfg.scale = op.getScale().convertToDouble();
+  if (cfg.smemBytes() > chip.maxDynamicSmemPerBlock)
+    return fail("the flash.attention_grad kernel's tiles need " +
+                Twine(cfg.smemBytes()) + " bytes of shared memory, more than " +
+                Twine(chip.maxDynamicSmemPerBlock));
+  return cfg;
+}
+
+/// [b..., rest...] as [prod(b), rest...] with dynamic sizes, so kernels
+/// depend on the head dims only.
+static Value dynamicView(ImplicitLocOpBuilder &b, Value m, int64_t nb) {
+  Value c = collapseBatchDims(b, m, nb);
+  auto t = cast<MemRefType>(c.getType());
+  SmallVector<int64_t> shape(t.getShape());
+  for (size_t i = 0; i < shape.size() && i < 2; ++i)
+    shape[i] = ShapedType::kDynamic;
+  return memref::CastOp::create(b, MemRefType::get(shape, t.getElementType()),
+                                c)
+      .getResult();
+}
+
+LogicalResult gpu_lowering::lowerAttentionGrad(RewriterBase &rewriter,
+                                               AttentionGradOp op,
+                                               const GradOperandBuffers &bufs,
+                                               const GradKernelConfig &cfg) {
+  MLIRContext *ctx = op.getContext();
+  Location loc = op.getLoc();
+  Value stream = streamArgument(op);
+  OpBuilder::InsertionGuard guard(rewriter);
+  rewriter.setInsertionPoint(op);
+  ImplicitLocOpBuilder b(loc, rewriter);
+  int64_t nb = op.getNumBatchDims();
+  Value q = dynamicView(b, bufs.q, nb), k = dynamicView(b, bufs.k, nb),
+        v = dynamicView(b, bufs.v, nb), o = dynamicView(b, bufs.o, nb),
+        dO = dynamicView(b, bufs.dO, nb), lse = dynamicView(b, bufs.lse, nb),
+        dq = dynamicView(b, bufs.dq, nb), dk = dynamicView(b, bufs.dk, nb),
+        dv = dynamicView(b, bufs.dv, nb);
+  Value zero = constIdx(b, 0), one = constIdx(b, 1);
+  Value bhCount = memref::DimOp::create(b, q, 0);
+  Value kvbhCount = memref::DimOp::create(b, k, 0);
+  Value lq = memref::DimOp::create(b, q, 1);
+  Value lk = memref::DimOp::create(b, k, 1);
+  Value group = arith::DivUIOp::create(
+      b, bhCount, arith::MaxUIOp::create(b, kvbhCount, one));
+  Value pad = constIdx(b, GradKernelConfig::kRowPad);
+  Value lqPad =
+      arith::MulIOp::create(b, arith::CeilDivSIOp::create(b, lq, pad), pad);
+
+  // The side buffers, stream-ordered on the caller's stream.
+  Value token = UnrealizedConversionCastOp::create(
+                    b, TypeRange{gpu::AsyncTokenType::get(ctx)},
+                    ValueRange{stream})
+                    .getResult(0);
+  Type f32 = b.getF32Type();
+  auto alloc = [&](MemRefType t, ValueRange sizes) {
+    return gpu::AllocOp::create(b, t, gpu::AsyncTokenType::get(ctx),
+                                ValueRange{token}, sizes, ValueRange{},
+                                /*hostShared=*/false)
+        .getMemref();
+  };
+  int64_t dyn = ShapedType::kDynamic;
+  Value lse2 = alloc(MemRefType::get({dyn, dyn}, f32), {bhCount, lqPad});
+  Value delta = alloc(MemRefType::get({dyn, dyn}, f32), {bhCount, lqPad});
+  Value dqAcc =
+      alloc(MemRefType::get({dyn, dyn, cfg.d}, f32), {bhCount, lqPad});
+
+  SmallVector<Value> prepArgs = {o, dO, lse, lse2, delta, dqAcc, bhCount};
+  SmallVector<Value> mainArgs = {q,     k,  v,  dO,    lse2,     delta,
+                                 dqAcc, dk, dv, group, kvbhCount};
+  SmallVector<Value> dqArgs = {dqAcc, dq, bhCount};
+  auto typesOf = [](ArrayRef<Value> vs) {
+    SmallVector<Type> ts;
+    for (Value x : vs)
+      ts.push_back(x.getType());
+    return ts;
+  };
+  gpu::GPUFuncOp prep, keyBlocks, dqKernel;
+  {
+    OpBuilder::InsertionGuard g(rewriter);
+    gpu::GPUModuleOp gmod = newKernelModule(rewriter, op);
+    prep = buildGradPrepKernel(rewriter, loc, gmod, typesOf(prepArgs));
+    keyBlocks = buildGradKernel(rewriter, loc, gmod, cfg, typesOf(mainArgs));
+    dqKernel = buildGradDqKernel(rewriter, loc, gmod, cfg.scale,
+                                 typesOf(dqArgs));
+  }
+
+  auto ifPositive = [&](Value x, Value y) {
+    Value c = arith::AndIOp::create(
+        b, arith::CmpIOp::create(b, arith::CmpIPredicate::sgt, x, zero),
+        arith::CmpIOp::create(b, arith::CmpIPredicate::sgt, y, zero));
+    return scf::IfOp::create(b, c, /*withElse=*/false);
+  };
+  // Queries: the row statistics and the accumulator; with no key they are
+  // all the kernels see, and dq comes out 0.
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(ifPositive(bhCount, lq).thenBlock());
+    launchOnStream(b, prep, arith::CeilDivSIOp::create(b, lqPad, constIdx(b, 4)),
+                   bhCount, 128, 0, prepArgs, stream);
+  }
+  // Keys: every key block writes its dK and dV, 0 when no query sees it.
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(ifPositive(kvbhCount, lk).thenBlock());
+    launchOnStream(b, keyBlocks,
+                   arith::CeilDivSIOp::create(b, lk, constIdx(b, cfg.blockKeys)),
+                   kvbhCount, cfg.threads(), cfg.smemBytes(), mainArgs, stream);
+  }
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(ifPositive(bhCount, lq).thenBlock());
+    Value elems = arith::MulIOp::create(b, lq, constIdx(b, cfg.d));
+    launchOnStream(
+        b, dqKernel,
+        arith::CeilDivSIOp::create(b, elems, constIdx(b, kGradDqPerBlock)),
+        bhCount, kGradDqPerBlock / 4, 0, dqArgs, stream);
+  }
+  for (Value m : {lse2, delta, dqAcc})
+    gpu::DeallocOp::create(b, gpu::AsyncTokenType::get(ctx), ValueRange{token},
+                           m);
+
+  SmallVector<Value> results;
+  Value dests[] = {bufs.dq, bufs.dk, bufs.dv};
+  for (auto [m, t] : llvm::zip(dests, op->getResultTypes()))
+    results.push_back(bufferization::ToTensorOp::create(
+        b, t, m, /*restrict=*/true, /*writable=*/true));
+  rewriter.replaceOp(op, results);
+  return success();
+}

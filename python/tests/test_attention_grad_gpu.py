@@ -1,0 +1,199 @@
+"""The backward on the GPU: flash_mlir.attention on CUDA tensors in autograd
+(flash.attention_grad's key-block kernel and its row kernels).
+
+Each of dq, dk and dv is compared with float64 gradients of the same (rounded)
+inputs and cotangent, and must be within twice the error of torch SDPA's own
+backward on those inputs (plus 1e-3 of the gradient's largest magnitude). Run
+where the kernels are, or fill a cache folder here with
+    python3 python/tests/test_attention_grad_gpu.py --prebuild DIR
+and run with FLASH_MLIR_CACHE_DIR=DIR on the GPU machine."""
+import math
+import os
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+
+import flash_mlir  # noqa: E402
+from test_attention_gpu import _compiler, _cuda  # noqa: E402
+
+
+def _case(b, hq, hkv, lq, lk, d, dv=None, dtype="bfloat16", **kw):
+    dv = dv or d
+    return (b, hq, lq, d), (b, hkv, lk, d), (b, hkv, lk, dv), dtype, kw
+
+
+# name -> (q, k, v shapes, dtype, attention() keywords): D in {64, 128}, L from 1 to
+# 4097, every mask kind and alignment, GQA 4:1, bf16 and f16, both block layouts.
+CASES = {
+    "d64-l1": _case(2, 4, 4, 1, 1, 64),
+    "d128-l100-causal": _case(2, 4, 4, 100, 100, 128, causal=True),
+    "d64-l1024-gqa4": _case(1, 8, 2, 1024, 1024, 64),
+    "d128-l1024-gqa4-causal-f16": _case(1, 8, 2, 1024, 1024, 128, dtype="float16",
+                                        causal=True),
+    "d128-l4097-causal-br": _case(1, 4, 4, 3000, 4097, 128, causal=True,
+                                  align="bottom_right"),
+    "d64-l4097-f16": _case(1, 2, 2, 4097, 4097, 64, dtype="float16"),
+    "d64-window-tl": _case(2, 4, 2, 1024, 1500, 64, window=200),
+    "d128-window-br-f16": _case(1, 4, 1, 777, 1300, 128, dtype="float16", window=333,
+                                align="bottom_right"),
+    "d128-dv64": _case(2, 4, 4, 333, 777, 128, dv=64),
+    "d64-dv128-causal": _case(2, 2, 2, 500, 300, 64, dv=128, causal=True),
+    "d64-lq1-lk4097-gqa4": _case(3, 8, 2, 1, 4097, 64),
+    "d64-block-k128": _case(2, 4, 4, 700, 900, 64, causal=True, grad_block_k=128),
+    "d128-block-q64": _case(1, 4, 4, 700, 900, 128, grad_block_q=64),
+    "d32-dv16": _case(2, 2, 2, 129, 65, 32, dv=16),
+}
+# Bottom-right causal with Lq > Lk: the first Lq - Lk rows see no key.
+DEAD_ROWS = _case(2, 4, 2, 300, 100, 64, causal=True, align="bottom_right")
+EMPTY_KEYS = _case(1, 2, 2, 50, 0, 64)
+
+
+def prebuild_all(cache_dir):
+    os.environ["FLASH_MLIR_CACHE_DIR"] = cache_dir
+    os.environ.setdefault("CUDA_HOME", "/usr/local/cuda")
+    for name, (qs, ks, vs, dtype, kw) in list(CASES.items()) + [("dead", DEAD_ROWS),
+                                                               ("empty", EMPTY_KEYS)]:
+        print(name, flash_mlir.prebuild(qs, ks, vs, dtype, grad=True, **kw))
+
+
+def _allowed(torch, lq, lk, causal=False, window=None, align="top_left", **_):
+    if not causal and window is None:
+        return None
+    i = torch.arange(lq, device="cuda")[:, None]
+    j = torch.arange(lk, device="cuda")[None, :]
+    diag = i + (lk - lq if align == "bottom_right" else 0)
+    allowed = j <= diag
+    if window is not None:
+        allowed &= j > diag - window
+    return allowed
+
+
+def _inputs(torch, qs, ks, vs, dtype):
+    g = torch.Generator(device="cuda").manual_seed(int.from_bytes(os.urandom(4), "little"))
+    dt = getattr(torch, dtype)
+    q, k, v = (torch.randn(*s, device="cuda", dtype=dt, generator=g) for s in (qs, ks, vs))
+    do = torch.randn(*(qs[:-1] + vs[-1:]), device="cuda", dtype=dt, generator=g)
+    return q, k, v, do
+
+
+def _reference(torch, q, k, v, do, scale, allowed):
+    """float64 gradients from the definition; a row that sees no key has p = 0."""
+    q, k, v = (x.double().detach().requires_grad_() for x in (q, k, v))
+    g = q.shape[1] // k.shape[1]
+    kk, vv = k.repeat_interleave(g, 1), v.repeat_interleave(g, 1)
+    s = scale * q @ kk.transpose(-1, -2)
+    if allowed is not None:
+        s = s.masked_fill(~allowed, float("-inf"))
+    m = s.amax(-1, keepdim=True)
+    live = torch.isfinite(m)
+    p = torch.exp(s - torch.where(live, m, torch.zeros_like(m)))
+    l = p.sum(-1, keepdim=True)
+    p = p / torch.where(l > 0, l, torch.ones_like(l))
+    (p @ vv).backward(do.double())
+    return q.grad, k.grad, v.grad
+
+
+def _sdpa(torch, q, k, v, do, scale, allowed):
+    import torch.nn.functional as F
+    q, k, v = (x.detach().requires_grad_() for x in (q, k, v))
+    g = q.shape[1] // k.shape[1]
+    o = F.scaled_dot_product_attention(q, k.repeat_interleave(g, 1), v.repeat_interleave(g, 1),
+                                       attn_mask=allowed, scale=scale)
+    o.backward(do)
+    return q.grad, k.grad, v.grad
+
+
+def _check(torch, ours, ref, sdpa, names=("dq", "dk", "dv")):
+    for name, x, r, s in zip(names, ours, ref, sdpa):
+        assert x.dtype == s.dtype and x.shape == r.shape, name
+        assert not torch.isnan(x).any(), name
+        err = (x.double() - r).abs().max().item()
+        err_sdpa = (s.double() - r).abs().max().item()
+        floor = 1e-3 * max(r.abs().max().item(), 1e-30)
+        assert err <= 2 * err_sdpa + floor, (name, err, err_sdpa, floor)
+
+
+def _run(torch, case):
+    qs, ks, vs, dtype, kw = case
+    q, k, v, do = _inputs(torch, qs, ks, vs, dtype)
+    qg, kg, vg = (x.clone().requires_grad_() for x in (q, k, v))
+    o = flash_mlir.attention(qg, kg, vg, **kw)
+    o.backward(do)
+    torch.cuda.synchronize()
+    return (q, k, v, do), (qg.grad, kg.grad, vg.grad), kw
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_gradients_match_sdpa(name):
+    torch = _cuda()
+    (q, k, v, do), ours, kw = _run(torch, CASES[name])
+    scale = 1 / math.sqrt(q.shape[-1])
+    allowed = _allowed(torch, q.shape[-2], k.shape[-2], **kw)
+    _check(torch, ours, _reference(torch, q, k, v, do, scale, allowed),
+           _sdpa(torch, q, k, v, do, scale, allowed))
+
+
+def test_rows_that_see_no_key_get_zero_gradients():
+    torch = _cuda()
+    (q, k, v, do), ours, kw = _run(torch, DEAD_ROWS)
+    lq, lk = q.shape[-2], k.shape[-2]
+    scale = 1 / math.sqrt(q.shape[-1])
+    dq, dk, dv = ours
+    assert (dq[..., : lq - lk, :] == 0).all().item()
+    ref = _reference(torch, q, k, v, do, scale, _allowed(torch, lq, lk, **kw))
+    # SDPA is NaN on rows without keys: its error is measured on the live rows,
+    # which (bottom-right) are top-left causal attention of their own.
+    live = slice(lq - lk, lq)
+    sdpa = _sdpa(torch, q[..., live, :], k, v, do[..., live, :], scale,
+                 _allowed(torch, lk, lk, causal=True))
+    _check(torch, (dq[..., live, :], dk, dv), (ref[0][..., live, :], ref[1], ref[2]), sdpa)
+
+
+def test_no_keys_gives_zero_dq():
+    torch = _cuda()
+    _, (dq, dk, dv), _ = _run(torch, EMPTY_KEYS)
+    assert (dq == 0).all().item() and dk.numel() == 0 and dv.numel() == 0
+
+
+def test_backward_runs_on_torch_current_stream():
+    """The backward's launches are ordered on the stream autograd runs it on."""
+    torch = _cuda()
+    qs, ks, vs, dtype, kw = CASES["d64-l1024-gqa4"]
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        (q, k, v, do), ours, _ = _run(torch, CASES["d64-l1024-gqa4"])
+    s.synchronize()
+    scale = 1 / math.sqrt(q.shape[-1])
+    _check(torch, ours, _reference(torch, q, k, v, do, scale, None),
+           _sdpa(torch, q, k, v, do, scale, None))
+
+
+def test_grad_kernel_ptx_without_a_device():
+    """The backward compiles to PTX here: the three kernels, with mma.sync, cp.async
+    and the f32 atomics of dQ."""
+    _compiler()
+    ir = flash_mlir.attention_grad_ir((2, 4, 100, 64), (2, 2, 70, 64), (2, 2, 70, 48),
+                                      "bf16", causal=True)
+    ptx = flash_mlir.compile(ir, pipeline="flash-gpu-pipeline", output="ptx", format="isa")
+    for entry in (".entry prep(", ".entry kernel(", ".entry dq("):
+        assert entry in ptx, entry
+    assert "mma.sync" in ptx and "cp.async" in ptx
+    assert "atom.global.add.f32" in ptx or "red.global.add.f32" in ptx
+
+
+def test_unsupported_grad_is_a_diagnostic():
+    """An f32 backward has no GPU kernel yet: compiling it names why."""
+    _compiler()
+    ir = flash_mlir.attention_grad_ir((1, 2, 16, 64), (1, 2, 16, 64), (1, 2, 16, 64), "f32")
+    with pytest.raises(flash_mlir.FlashError, match="bf16 or f16"):
+        flash_mlir.compile(ir, pipeline="flash-gpu-pipeline", output="ptx", format="isa")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3 or sys.argv[1] != "--prebuild":
+        sys.exit("usage: test_attention_grad_gpu.py --prebuild CACHE_DIR")
+    prebuild_all(sys.argv[2])

@@ -1,0 +1,101 @@
+// flash.attention_grad on the GPU: the row kernel `prep` (delta, lse·log2 e,
+// a zeroed f32 dQ accumulator), the key-block kernel (a CTA per 128 keys of
+// a K/V head walking the query blocks of its group; mma.sync, cp.async, dQ
+// by f32 atomics), and `dq` (scale, round), on the caller's stream with the
+// side buffers allocated and freed there.
+// RUN: flash-opt %s -split-input-file -flash-attention-into-destination -convert-flash-to-gpu | FileCheck %s
+// RUN: flash-opt %s -split-input-file -flash-attention-into-destination -convert-flash-to-gpu="grad-block-k=64 grad-block-q=32" | FileCheck %s --check-prefix=SMALL
+// RUN: not flash-opt %s -split-input-file -flash-attention-into-destination -convert-flash-to-gpu="grad-block-q=48" 2>&1 | FileCheck %s --check-prefix=BADBLOCK
+// RUN: not flash-opt %s -split-input-file -flash-attention-into-destination -convert-flash-to-gpu="kernel=wgmma" 2>&1 | FileCheck %s --check-prefix=WGMMA
+// RUN: not flash-opt %s -split-input-file -flash-attention-into-destination -convert-flash-to-gpu="chip=sm_75" 2>&1 | FileCheck %s --check-prefix=OLDCHIP
+// RUN: env -u CUDA_HOME flash-opt %s -split-input-file --flash-gpu-pipeline="format=isa" | FileCheck %s --check-prefix=PTX
+
+// BADBLOCK: grad-block-q must be 32 or 64 and grad-block-k 64 or 128 (0: automatic), got 48 and 0
+// WGMMA: convert-flash-to-gpu: flash.attention_grad has the mma kernel only (kernel=auto or kernel=mma), got kernel=wgmma
+// OLDCHIP: convert-flash-to-gpu: the flash.attention_grad kernel needs sm_80 or newer
+
+// GQA 8 query heads on 2 K/V heads, Lq = 100, Lk = 70, D = 64, Dv = 48,
+// written on tensors and materialised in the caller's buffers: the kernels
+// write dq, dk and dv in place (flash-attention-into-destination).
+// CHECK-LABEL: func.func @grad_gqa
+// CHECK-SAME: %{{.*}}: !llvm.ptr {flash.stream}
+// The query heads per K/V head, and the rows padded to whole 64-row blocks.
+// CHECK: %[[BH:.*]] = memref.dim %{{.*}}, %c0{{.*}} : memref<?x?x64xbf16>
+// CHECK: %[[KVBH:.*]] = memref.dim %{{.*}}, %c0{{.*}} : memref<?x?x64xbf16>
+// CHECK: %[[KVBH1:.*]] = arith.maxui %[[KVBH]], %c1
+// CHECK: %[[GROUP:.*]] = arith.divui %[[BH]], %[[KVBH1]] : index
+// CHECK: %[[PAD:.*]] = arith.muli %{{.*}}, %c64 : index
+// CHECK: %[[LSE2:.*]], %{{.*}} = gpu.alloc async [%[[TOK:.*]]] (%[[BH]], %[[PAD]]) : memref<?x?xf32>
+// CHECK: %[[DELTA:.*]], %{{.*}} = gpu.alloc async [%[[TOK]]] (%[[BH]], %[[PAD]]) : memref<?x?xf32>
+// CHECK: %[[ACC:.*]], %{{.*}} = gpu.alloc async [%[[TOK]]] (%[[BH]], %[[PAD]]) : memref<?x?x64xf32>
+// CHECK: gpu.launch_func async [%{{.*}}] @flash_attention_0::@prep blocks in ({{.*}}) threads in (%c128{{.*}}) dynamic_shared_memory_size %c0_i32 args({{.*}} : memref<?x?x48xbf16>, {{.*}} : memref<?x?x48xbf16>, {{.*}} : memref<?x?xf32>, %[[LSE2]] : memref<?x?xf32>, %[[DELTA]] : memref<?x?xf32>, %[[ACC]] : memref<?x?x64xf32>, %[[BH]] : index)
+// CHECK: %[[KB:.*]] = arith.ceildivsi %{{.*}}, %c128 : index
+// CHECK: gpu.launch_func async [%{{.*}}] @flash_attention_0::@kernel blocks in (%[[KB]], {{.*}}) threads in (%c256{{.*}}) dynamic_shared_memory_size %c84992_i32 args({{.*}}, %[[LSE2]] : memref<?x?xf32>, %[[DELTA]] : memref<?x?xf32>, %[[ACC]] : memref<?x?x64xf32>, {{.*}}, %[[GROUP]] : index, %[[KVBH]] : index)
+// CHECK: gpu.launch_func async [%{{.*}}] @flash_attention_0::@dq blocks in ({{.*}}) threads in (%c128{{.*}}) dynamic_shared_memory_size %c0_i32 args(%[[ACC]] : memref<?x?x64xf32>, {{.*}} : memref<?x?x64xbf16>, %[[BH]] : index)
+// CHECK: gpu.dealloc async [%[[TOK]]] %[[LSE2]]
+// CHECK: gpu.dealloc async [%[[TOK]]] %[[DELTA]]
+// CHECK: gpu.dealloc async [%[[TOK]]] %[[ACC]]
+// CHECK-NOT: flash.attention_grad
+// CHECK-NOT: materialize_in_destination
+// CHECK: return
+// CHECK: gpu.func @prep(
+// CHECK: gpu.shuffle  xor
+// CHECK: gpu.func @kernel(
+// The K/V block, two Q/dO buffers, dSᵀ, two row-statistics buffers.
+// CHECK: memref.view {{.*}} to memref<128x72xbf16, #gpu.address_space<workgroup>>
+// CHECK: memref.view {{.*}} to memref<128x56xbf16, #gpu.address_space<workgroup>>
+// CHECK: memref.view {{.*}} to memref<2x64x72xbf16, #gpu.address_space<workgroup>>
+// CHECK: memref.view {{.*}} to memref<2x64x56xbf16, #gpu.address_space<workgroup>>
+// CHECK: memref.view {{.*}} to memref<128x72xbf16, #gpu.address_space<workgroup>>
+// CHECK: memref.view {{.*}} to memref<2x64xf32, #gpu.address_space<workgroup>>
+// CHECK: nvgpu.device_async_copy {{.*}} {bypassL1} : memref<?x?x64xbf16> to memref<128x72xbf16
+// CHECK: scf.for
+// CHECK: nvvm.cp.async.wait.group 0
+// CHECK: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false} : memref<128x72xbf16
+// CHECK: nvvm.mma.sync
+// The element mask only in tiles that cross it; P = 2^(s·scale·log2 e − lse2).
+// CHECK: scf.if %{{.*}} -> (f32
+// CHECK: llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f32"
+// CHECK: arith.select
+// CHECK: } else {
+// CHECK-NOT: arith.select
+// CHECK: llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f32"
+// CHECK: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = true} : memref<128x72xbf16
+// CHECK: memref.atomic_rmw addf %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}] : (f32, memref<?x?x64xf32>) -> f32
+// CHECK: gpu.func @dq(
+// CHECK: vector.load {{.*}} : memref<?x?x64xf32>, vector<4xf32>
+// CHECK: arith.truncf {{.*}} : vector<4xf32> to vector<4xbf16>
+
+// SMALL: gpu.launch_func async [%{{.*}}] @flash_attention_0::@kernel blocks in ({{.*}}) threads in (%c128{{.*}}) dynamic_shared_memory_size %c{{[0-9]+}}_i32
+// SMALL: memref.view {{.*}} to memref<2x32x72xbf16, #gpu.address_space<workgroup>>
+
+// The whole backward compiles to PTX without ptxas, with nothing spilled
+// to local memory.
+// PTX-LABEL: llvm.func @grad_gqa(
+// PTX: gpu.binary @flash_attention_0
+// PTX-SAME: .target sm_90a
+// PTX-NOT: .local
+// PTX-DAG: .entry prep(
+// PTX-DAG: .entry kernel(
+// PTX-DAG: .entry dq(
+// PTX-DAG: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
+// PTX-DAG: ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16
+// PTX-DAG: atom.global.add.f32
+// PTX-DAG: cp.async.ca.shared.global [%rd{{[0-9]+}}], [%rd{{[0-9]+}}], 16;
+func.func @grad_gqa(%q: memref<2x8x100x64xbf16>, %k: memref<2x2x70x64xbf16>, %v: memref<2x2x70x48xbf16>, %o: memref<2x8x100x48xbf16>, %do: memref<2x8x100x48xbf16>, %lse: memref<2x8x100xf32>, %dq: memref<2x8x100x64xbf16>, %dk: memref<2x2x70x64xbf16>, %dv: memref<2x2x70x48xbf16>) {
+  %qt = bufferization.to_tensor %q restrict : memref<2x8x100x64xbf16> to tensor<2x8x100x64xbf16>
+  %kt = bufferization.to_tensor %k restrict : memref<2x2x70x64xbf16> to tensor<2x2x70x64xbf16>
+  %vt = bufferization.to_tensor %v restrict : memref<2x2x70x48xbf16> to tensor<2x2x70x48xbf16>
+  %ot = bufferization.to_tensor %o restrict : memref<2x8x100x48xbf16> to tensor<2x8x100x48xbf16>
+  %dot = bufferization.to_tensor %do restrict : memref<2x8x100x48xbf16> to tensor<2x8x100x48xbf16>
+  %lt = bufferization.to_tensor %lse restrict : memref<2x8x100xf32> to tensor<2x8x100xf32>
+  %dq0 = tensor.empty() : tensor<2x8x100x64xbf16>
+  %dk0 = tensor.empty() : tensor<2x2x70x64xbf16>
+  %dv0 = tensor.empty() : tensor<2x2x70x48xbf16>
+  %r:3 = flash.attention_grad ins(%qt, %kt, %vt, %ot, %dot, %lt : tensor<2x8x100x64xbf16>, tensor<2x2x70x64xbf16>, tensor<2x2x70x48xbf16>, tensor<2x8x100x48xbf16>, tensor<2x8x100x48xbf16>, tensor<2x8x100xf32>) outs(%dq0, %dk0, %dv0 : tensor<2x8x100x64xbf16>, tensor<2x2x70x64xbf16>, tensor<2x2x70x48xbf16>) scale(0.125) mask(causal, bottom_right) -> tensor<2x8x100x64xbf16>, tensor<2x2x70x64xbf16>, tensor<2x2x70x48xbf16>
+  bufferization.materialize_in_destination %r#0 in restrict writable %dq : (tensor<2x8x100x64xbf16>, memref<2x8x100x64xbf16>) -> ()
+  bufferization.materialize_in_destination %r#1 in restrict writable %dk : (tensor<2x2x70x64xbf16>, memref<2x2x70x64xbf16>) -> ()
+  bufferization.materialize_in_destination %r#2 in restrict writable %dv : (tensor<2x2x70x48xbf16>, memref<2x2x70x48xbf16>) -> ()
+  return
+}
+
