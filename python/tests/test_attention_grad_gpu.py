@@ -46,6 +46,9 @@ CASES = {
     "d64-block-k128": _case(2, 4, 4, 700, 900, 64, causal=True, grad_block_k=128),
     "d128-block-q64": _case(1, 4, 4, 700, 900, 128, grad_block_q=64),
     "d32-dv16": _case(2, 2, 2, 129, 65, 32, dv=16),
+    # dQ by per-element f32 atomics (the sm_80 path) instead of bulk reductions.
+    "d128-atomic-dq-gqa4": _case(1, 8, 2, 700, 900, 128, causal=True, grad_dq="atomic"),
+    "d64-atomic-dq-block-q32": _case(2, 4, 4, 333, 555, 64, grad_dq="atomic", grad_block_q=32),
 }
 # Bottom-right causal with Lq > Lk: the first Lq - Lk rows see no key.
 DEAD_ROWS = _case(2, 4, 2, 300, 100, 64, causal=True, align="bottom_right")
@@ -174,7 +177,7 @@ def test_backward_runs_on_torch_current_stream():
 
 def test_grad_kernel_ptx_without_a_device():
     """The backward compiles to PTX here: the three kernels, with mma.sync, cp.async
-    and the f32 atomics of dQ."""
+    and dQ's bulk reductions (sm_90a) or f32 atomics (grad_dq="atomic")."""
     _compiler()
     ir = flash_mlir.attention_grad_ir((2, 4, 100, 64), (2, 2, 70, 64), (2, 2, 70, 48),
                                       "bf16", causal=True)
@@ -182,7 +185,10 @@ def test_grad_kernel_ptx_without_a_device():
     for entry in (".entry prep(", ".entry kernel(", ".entry dq("):
         assert entry in ptx, entry
     assert "mma.sync" in ptx and "cp.async" in ptx
-    assert "atom.global.add.f32" in ptx or "red.global.add.f32" in ptx
+    assert "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32" in ptx
+    ptx = flash_mlir.compile(ir, pipeline="flash-gpu-pipeline", output="ptx", format="isa",
+                             grad_dq="atomic")
+    assert "atom.global.add.f32" in ptx and "cp.reduce.async.bulk" not in ptx
 
 
 def test_unsupported_grad_is_a_diagnostic():

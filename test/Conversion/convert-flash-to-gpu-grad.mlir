@@ -1,15 +1,21 @@
 // flash.attention_grad on the GPU: the row kernel `prep` (delta, lse·log2 e,
 // a zeroed f32 dQ accumulator), the key-block kernel (a CTA per 128 keys of
 // a K/V head walking the query blocks of its group; mma.sync, cp.async, dQ
-// by f32 atomics), and `dq` (scale, round), on the caller's stream with the
-// side buffers allocated and freed there.
+// by bulk reductions on sm_90, f32 atomics before), and `dq` (scale,
+// round), on the caller's stream with the side buffers allocated and freed
+// there.
 // RUN: flash-opt %s -split-input-file -flash-attention-into-destination -convert-flash-to-gpu | FileCheck %s
 // RUN: flash-opt %s -split-input-file -flash-attention-into-destination -convert-flash-to-gpu="grad-block-k=64 grad-block-q=32" | FileCheck %s --check-prefix=SMALL
+// RUN: flash-opt %s -split-input-file -flash-attention-into-destination -convert-flash-to-gpu="chip=sm_80" | FileCheck %s --check-prefix=ATOMIC
 // RUN: not flash-opt %s -split-input-file -flash-attention-into-destination -convert-flash-to-gpu="grad-block-q=48" 2>&1 | FileCheck %s --check-prefix=BADBLOCK
+// RUN: not flash-opt %s -split-input-file -flash-attention-into-destination -convert-flash-to-gpu="chip=sm_80 grad-dq=bulk" 2>&1 | FileCheck %s --check-prefix=BULK80
+// RUN: not flash-opt %s -split-input-file -flash-attention-into-destination -convert-flash-to-gpu="grad-dq=red" 2>&1 | FileCheck %s --check-prefix=BADDQ
 // RUN: not flash-opt %s -split-input-file -flash-attention-into-destination -convert-flash-to-gpu="kernel=wgmma" 2>&1 | FileCheck %s --check-prefix=WGMMA
 // RUN: not flash-opt %s -split-input-file -flash-attention-into-destination -convert-flash-to-gpu="chip=sm_75" 2>&1 | FileCheck %s --check-prefix=OLDCHIP
 // RUN: env -u CUDA_HOME flash-opt %s -split-input-file --flash-gpu-pipeline="format=isa" | FileCheck %s --check-prefix=PTX
 
+// BULK80: convert-flash-to-gpu: grad-dq=bulk needs sm_90 (cp.reduce.async.bulk)
+// BADDQ: grad-dq must be auto, bulk or atomic, got 'red'
 // BADBLOCK: grad-block-q must be 32 or 64 and grad-block-k 64 or 128 (0: automatic), got 48 and 0
 // WGMMA: convert-flash-to-gpu: flash.attention_grad has the mma kernel only (kernel=auto or kernel=mma), got kernel=wgmma
 // OLDCHIP: convert-flash-to-gpu: the flash.attention_grad kernel needs sm_80 or newer
@@ -30,7 +36,7 @@
 // CHECK: %[[ACC:.*]], %{{.*}} = gpu.alloc async [%[[TOK]]] (%[[BH]], %[[PAD]]) : memref<?x?x64xf32>
 // CHECK: gpu.launch_func async [%{{.*}}] @flash_attention_0::@prep blocks in ({{.*}}) threads in (%c128{{.*}}) dynamic_shared_memory_size %c0_i32 args({{.*}} : memref<?x?x48xbf16>, {{.*}} : memref<?x?x48xbf16>, {{.*}} : memref<?x?xf32>, %[[LSE2]] : memref<?x?xf32>, %[[DELTA]] : memref<?x?xf32>, %[[ACC]] : memref<?x?x64xf32>, %[[BH]] : index)
 // CHECK: %[[KB:.*]] = arith.ceildivsi %{{.*}}, %c128 : index
-// CHECK: gpu.launch_func async [%{{.*}}] @flash_attention_0::@kernel blocks in (%[[KB]], {{.*}}) threads in (%c256{{.*}}) dynamic_shared_memory_size %c84992_i32 args({{.*}}, %[[LSE2]] : memref<?x?xf32>, %[[DELTA]] : memref<?x?xf32>, %[[ACC]] : memref<?x?x64xf32>, {{.*}}, %[[GROUP]] : index, %[[KVBH]] : index)
+// CHECK: gpu.launch_func async [%{{.*}}] @flash_attention_0::@kernel blocks in (%[[KB]], {{.*}}) threads in (%c256{{.*}}) dynamic_shared_memory_size %c103424_i32 args({{.*}}, %[[LSE2]] : memref<?x?xf32>, %[[DELTA]] : memref<?x?xf32>, %[[ACC]] : memref<?x?x64xf32>, {{.*}}, %[[GROUP]] : index, %[[KVBH]] : index)
 // CHECK: gpu.launch_func async [%{{.*}}] @flash_attention_0::@dq blocks in ({{.*}}) threads in (%c128{{.*}}) dynamic_shared_memory_size %c0_i32 args(%[[ACC]] : memref<?x?x64xf32>, {{.*}} : memref<?x?x64xbf16>, %[[BH]] : index)
 // CHECK: gpu.dealloc async [%[[TOK]]] %[[LSE2]]
 // CHECK: gpu.dealloc async [%[[TOK]]] %[[DELTA]]
@@ -48,6 +54,8 @@
 // CHECK: memref.view {{.*}} to memref<2x64x56xbf16, #gpu.address_space<workgroup>>
 // CHECK: memref.view {{.*}} to memref<128x72xbf16, #gpu.address_space<workgroup>>
 // CHECK: memref.view {{.*}} to memref<2x64xf32, #gpu.address_space<workgroup>>
+// CHECK: memref.view {{.*}} to memref<2x64xf32, #gpu.address_space<workgroup>>
+// CHECK: memref.view {{.*}} to memref<64x72xf32, #gpu.address_space<workgroup>>
 // CHECK: nvgpu.device_async_copy {{.*}} {bypassL1} : memref<?x?x64xbf16> to memref<128x72xbf16
 // CHECK: scf.for
 // CHECK: nvvm.cp.async.wait.group 0
@@ -61,10 +69,25 @@
 // CHECK-NOT: arith.select
 // CHECK: llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f32"
 // CHECK: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = true} : memref<128x72xbf16
-// CHECK: memref.atomic_rmw addf %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}] : (f32, memref<?x?x64xf32>) -> f32
+// The block's dQ through the staging tile: stored, fenced for the async
+// proxy, added to the accumulator row by row at the next step's top, and
+// read before the tile is written again; the last block's after the loop.
+// CHECK: vector.store %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}] : memref<64x72xf32, #gpu.address_space<workgroup>>, vector<2xf32>
+// CHECK: "fence.proxy.async.shared::cta;"
+// CHECK: scf.yield
+// CHECK: gpu.barrier
+// CHECK: "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [$0], [$1], $2;\0A\09cp.async.bulk.commit_group;", "l,r,r" %{{.*}}, %{{.*}}, %c256_i32
+// CHECK: "cp.async.bulk.wait_group 0;"
+// CHECK-NOT: memref.atomic_rmw
 // CHECK: gpu.func @dq(
 // CHECK: vector.load {{.*}} : memref<?x?x64xf32>, vector<4xf32>
 // CHECK: arith.truncf {{.*}} : vector<4xf32> to vector<4xbf16>
+
+// ATOMIC: gpu.func @kernel(
+// ATOMIC-NOT: cp.reduce.async.bulk
+// ATOMIC: memref.atomic_rmw addf %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}] : (f32, memref<?x?x64xf32>) -> f32
+// ATOMIC-NOT: cp.reduce.async.bulk
+// ATOMIC: gpu.func @dq(
 
 // SMALL: gpu.launch_func async [%{{.*}}] @flash_attention_0::@kernel blocks in ({{.*}}) threads in (%c128{{.*}}) dynamic_shared_memory_size %c{{[0-9]+}}_i32
 // SMALL: memref.view {{.*}} to memref<2x32x72xbf16, #gpu.address_space<workgroup>>
@@ -80,7 +103,7 @@
 // PTX-DAG: .entry dq(
 // PTX-DAG: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
 // PTX-DAG: ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16
-// PTX-DAG: atom.global.add.f32
+// PTX-DAG: cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32
 // PTX-DAG: cp.async.ca.shared.global [%rd{{[0-9]+}}], [%rd{{[0-9]+}}], 16;
 func.func @grad_gqa(%q: memref<2x8x100x64xbf16>, %k: memref<2x2x70x64xbf16>, %v: memref<2x2x70x48xbf16>, %o: memref<2x8x100x48xbf16>, %do: memref<2x8x100x48xbf16>, %lse: memref<2x8x100xf32>, %dq: memref<2x8x100x64xbf16>, %dk: memref<2x2x70x64xbf16>, %dv: memref<2x2x70x48xbf16>) {
   %qt = bufferization.to_tensor %q restrict : memref<2x8x100x64xbf16> to tensor<2x8x100x64xbf16>

@@ -11,9 +11,11 @@
 //                                                    statistics are saved)
 //   dSᵀ = Pᵀ ∘ (dPᵀ − rowsum(dO ∘ O))
 //   dV += Pᵀ dO,  dK += dSᵀ Q                      (P and dS stay registers)
-//   dQ += dS K                                     (dSᵀ through smem, f32
-//                                                    atomics into the
-//                                                    accumulator)
+//   dQ += dS K                                     (dSᵀ through smem; the
+//                                                    block's dQ staged in
+//                                                    smem and added to the
+//                                                    f32 accumulator by
+//                                                    bulk reductions)
 //
 // The softmax's per-row normaliser is what the forward saved (lse), so the
 // recomputation is elementwise. A query row that saw no key, and the padding
@@ -29,6 +31,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -44,10 +47,31 @@ namespace {
 // Tile rows padded by 16 bytes: ldmatrix rows and fragment stores of a warp
 // then fall in distinct banks.
 constexpr int64_t kPad = 8;
+// f32 rows of the dQ staging tile padded by 32 bytes: a warp's 8-byte
+// fragment stores then take two conflict-free wavefronts.
+constexpr int64_t kDqPad = 8;
+
+/// One-line PTX with side effects (the bulk-reduction and proxy ops that
+/// NVVM has no op for).
+static void ptx(ImplicitLocOpBuilder &b, StringRef text, ValueRange operands,
+                StringRef constraints) {
+  LLVM::InlineAsmOp::create(
+      b, TypeRange{}, operands, text, constraints, /*has_side_effects=*/true,
+      /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
+      LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
+      ArrayAttr());
+}
+
+/// The address of a memref's first element as an i64.
+static Value baseAddress(ImplicitLocOpBuilder &b, Value m) {
+  return arith::IndexCastOp::create(
+      b, b.getI64Type(),
+      memref::ExtractAlignedPointerAsIndexOp::create(b, m));
+}
 
 /// Byte offsets of the kernel's shared memory.
 struct GradSmem {
-  int64_t k, v, q, dO, ds, lse, delta, total;
+  int64_t k, v, q, dO, ds, lse, delta, dq, total;
   explicit GradSmem(const GradKernelConfig &c) {
     int64_t bc = c.blockKeys, br = c.blockQueries;
     k = 0;
@@ -57,7 +81,8 @@ struct GradSmem {
     ds = dO + 2 * br * (c.dv + kPad) * 2;
     lse = ds + bc * (br + kPad) * 2;
     delta = lse + 2 * br * 4;
-    total = delta + 2 * br * 4;
+    dq = delta + 2 * br * 4;
+    total = dq + (c.bulkReduceDq ? br * (c.d + kDqPad) * 4 : 0);
   }
 };
 } // namespace
@@ -104,6 +129,8 @@ gpu::GPUFuncOp gpu_lowering::buildGradKernel(OpBuilder &ob, Location loc,
   Value dsT = view({Bc, Br + kPad}, elem, lay.ds);
   Value lseT = view({2, Br}, f32, lay.lse);
   Value deltaT = view({2, Br}, f32, lay.delta);
+  Value dqT =
+      cfg.bulkReduceDq ? view({Br, D + kDqPad}, f32, lay.dq) : Value();
 
   Value zero = constIdx(b, 0), one = constIdx(b, 1);
   MmaLane ml = mmaLane(b);
@@ -233,6 +260,50 @@ gpu::GPUFuncOp gpu_lowering::buildGradKernel(OpBuilder &ob, Location loc,
   Value atRow = arith::AddIOp::create(b, aCol, lane8);
   Value atCol = laneHalf8;
 
+  // Thread r < Br reduces row r of the staging tile into the accumulator
+  // row of step `it`'s block: cp.reduce.async.bulk (sm_90) adds 4·D bytes
+  // in L2. Rows past Lq land in the accumulator's padding.
+  auto ifReducer = [&](ImplicitLocOpBuilder &ib, function_ref<void()> body) {
+    OpBuilder::InsertionGuard gd(ib);
+    auto ifR = scf::IfOp::create(
+        ib, arith::CmpIOp::create(ib, arith::CmpIPredicate::ult, tid,
+                                  constIdx(ib, Br)),
+        /*withElse=*/false);
+    ib.setInsertionPointToStart(ifR.thenBlock());
+    body();
+  };
+  Value lqPad, dqBase, stageBase;
+  if (cfg.bulkReduceDq) {
+    lqPad = memref::DimOp::create(b, dqAcc, 1);
+    dqBase = baseAddress(b, dqAcc);
+    stageBase = baseAddress(b, dqT);
+  }
+  auto reduceDq = [&](ImplicitLocOpBuilder &ib, Value it) {
+    ifReducer(ib, [&] {
+      auto [bh, q0] = stepBlock(ib, it);
+      Value grow = arith::AddIOp::create(
+          ib, arith::MulIOp::create(ib, bh, lqPad),
+          arith::AddIOp::create(ib, q0, tid));
+      Value dst = arith::AddIOp::create(
+          ib, dqBase,
+          arith::IndexCastOp::create(
+              ib, ib.getI64Type(),
+              arith::MulIOp::create(ib, grow, constIdx(ib, 4 * D))));
+      Value src = arith::TruncIOp::create(
+          ib, ib.getI32Type(),
+          arith::AddIOp::create(
+              ib, stageBase,
+              arith::IndexCastOp::create(
+                  ib, ib.getI64Type(),
+                  arith::MulIOp::create(ib, tid,
+                                        constIdx(ib, 4 * (D + kDqPad))))));
+      ptx(ib,
+          "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [$0], "
+          "[$1], $2;\n\tcp.async.bulk.commit_group;",
+          ValueRange{dst, src, constI32(ib, 4 * D)}, "l,r,r");
+    });
+  };
+
   auto loop = scf::ForOp::create(
       b, zero, steps, one, init,
       [&](OpBuilder &nb, Location l, Value it, ValueRange acc) {
@@ -253,6 +324,14 @@ gpu::GPUFuncOp gpu_lowering::buildGradKernel(OpBuilder &ob, Location loc,
           loadStep(ib, next, arith::SubIOp::create(ib, one, st));
         }
         NVVM::CpAsyncCommitGroupOp::create(ib);
+        if (cfg.bulkReduceDq) {
+          OpBuilder::InsertionGuard gd(ib);
+          auto ifPrev = scf::IfOp::create(
+              ib, arith::CmpIOp::create(ib, arith::CmpIPredicate::ugt, it, zero),
+              /*withElse=*/false);
+          ib.setInsertionPointToStart(ifPrev.thenBlock());
+          reduceDq(ib, arith::SubIOp::create(ib, it, one));
+        }
         auto [bh, q0] = stepBlock(ib, it);
 
         // Sᵀ = K Qᵀ and dPᵀ = V dOᵀ: rows = the warp's keys (A from the K
@@ -300,6 +379,9 @@ gpu::GPUFuncOp gpu_lowering::buildGradKernel(OpBuilder &ob, Location loc,
           return xs;
         };
         SmallVector<Value> lseCols = pairs(lseT), deltaCols = pairs(deltaT);
+        SmallVector<Value> negLse;
+        for (Value x : lseCols)
+          negLse.push_back(arith::NegFOp::create(ib, x));
         auto colOf = [](size_t i) { return 2 * (i / 4) + i % 2; };
 
         // Pᵀ, with the element mask only where the warp's keys cross Lk or
@@ -316,9 +398,9 @@ gpu::GPUFuncOp gpu_lowering::buildGradKernel(OpBuilder &ob, Location loc,
                                              : ifMask.elseBlock());
           SmallVector<Value> p;
           for (size_t i = 0; i < s.size(); ++i) {
-            Value x = arith::MulFOp::create(ib, s[i],
-                                            constF32(ib, scaleLog2));
-            x = exp2Approx(ib, arith::SubFOp::create(ib, x, lseCols[colOf(i)]));
+            Value x = exp2Approx(
+                ib, math::FmaOp::create(ib, s[i], constF32(ib, scaleLog2),
+                                        negLse[colOf(i)]));
             if (masked) {
               Value query = arith::AddIOp::create(
                   ib, q0,
@@ -377,12 +459,17 @@ gpu::GPUFuncOp gpu_lowering::buildGradKernel(OpBuilder &ob, Location loc,
                   ib, g, constIdx(ib, 8 * AccumulatorLayout::rowHalf(i))));
           Value col = arith::AddIOp::create(
               ib, t2, constIdx(ib, AccumulatorLayout::column(i)));
-          Value pair = vector::FromElementsOp::create(
+          Value pair = arith::TruncFOp::create(
               ib, VectorType::get({2}, elem),
-              ValueRange{arith::TruncFOp::create(ib, elem, ds[i]),
-                         arith::TruncFOp::create(ib, elem, ds[i + 1])});
+              vector::FromElementsOp::create(ib, VectorType::get({2}, f32),
+                                             ValueRange{ds[i], ds[i + 1]}));
           vector::StoreOp::create(ib, pair, dsT, ValueRange{row, col});
         }
+        // The previous block's reduction has read the staging tile.
+        if (cfg.bulkReduceDq)
+          ifReducer(ib, [&] {
+            ptx(ib, "cp.async.bulk.wait_group.read 0;", {}, "");
+          });
         gpu::BarrierOp::create(ib);
 
         // dQ += dS K over the block's keys: A = dS from the dSᵀ tile (with
@@ -412,22 +499,54 @@ gpu::GPUFuncOp gpu_lowering::buildGradKernel(OpBuilder &ob, Location loc,
             }
           }
         }
-        Value rowBase = arith::AddIOp::create(
-            ib, q0, arith::AddIOp::create(ib, dqRow, g));
-        for (size_t i = 0; i < dq.size(); ++i) {
-          Value row = arith::AddIOp::create(
-              ib, rowBase, constIdx(ib, 8 * AccumulatorLayout::rowHalf(i)));
-          Value col = arith::AddIOp::create(
-              ib, dqCol0,
-              arith::AddIOp::create(
-                  ib, t2, constIdx(ib, AccumulatorLayout::column(i))));
-          memref::AtomicRMWOp::create(ib, arith::AtomicRMWKind::addf, dq[i],
-                                      dqAcc, ValueRange{bh, row, col});
+        Value rowBase = arith::AddIOp::create(ib, dqRow, g);
+        if (!cfg.bulkReduceDq) {
+          // f32 atomics straight into the accumulator (sm_80 / sm_89).
+          for (size_t i = 0; i < dq.size(); ++i) {
+            Value row = arith::AddIOp::create(
+                ib, arith::AddIOp::create(ib, q0, rowBase),
+                constIdx(ib, 8 * AccumulatorLayout::rowHalf(i)));
+            Value col = arith::AddIOp::create(
+                ib, dqCol0,
+                arith::AddIOp::create(
+                    ib, t2, constIdx(ib, AccumulatorLayout::column(i))));
+            memref::AtomicRMWOp::create(ib, arith::AtomicRMWKind::addf, dq[i],
+                                        dqAcc, ValueRange{bh, row, col});
+          }
+        } else {
+          // The block's dQ goes to the staging tile; the next step (or the
+          // epilogue) reduces it into the accumulator with one bulk add per
+          // row, on the copy engine instead of per-element atomics.
+          for (size_t i = 0; i < dq.size(); i += 2) {
+            Value row = arith::AddIOp::create(
+                ib, rowBase, constIdx(ib, 8 * AccumulatorLayout::rowHalf(i)));
+            Value col = arith::AddIOp::create(
+                ib, dqCol0,
+                arith::AddIOp::create(
+                    ib, t2, constIdx(ib, AccumulatorLayout::column(i))));
+            Value pair = vector::FromElementsOp::create(
+                ib, VectorType::get({2}, f32), ValueRange{dq[i], dq[i + 1]});
+            vector::StoreOp::create(ib, pair, dqT, ValueRange{row, col});
+          }
+          ptx(ib, "fence.proxy.async.shared::cta;", {}, "");
         }
         SmallVector<Value> next(dK);
         next.append(dV.begin(), dV.end());
         scf::YieldOp::create(ib, next);
       });
+
+  // The last block's dQ, and every bulk reduction done before the CTA ends.
+  if (cfg.bulkReduceDq) {
+    gpu::BarrierOp::create(b);
+    OpBuilder::InsertionGuard gd(b);
+    auto ifAny = scf::IfOp::create(
+        b, arith::CmpIOp::create(b, arith::CmpIPredicate::ugt, steps, zero),
+        /*withElse=*/false);
+    b.setInsertionPointToStart(ifAny.thenBlock());
+    reduceDq(b, arith::SubIOp::create(b, steps, one));
+    b.setInsertionPointAfter(ifAny);
+    ifReducer(b, [&] { ptx(b, "cp.async.bulk.wait_group 0;", {}, ""); });
+  }
 
   // Epilogue: the warp's keys that exist; dK takes the scale of the
   // scores' chain rule.

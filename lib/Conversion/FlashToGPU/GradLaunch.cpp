@@ -106,6 +106,10 @@ gpu_lowering::gradKernelConfig(AttentionGradOp op,
                 Twine(16 * colSplits));
   cfg.mask = op.getMaskOrNone();
   cfg.scale = op.getScale().convertToDouble();
+  if (options.gradDq == "bulk" && chip.sm < 90)
+    return fail("grad-dq=bulk needs sm_90 (cp.reduce.async.bulk)");
+  cfg.bulkReduceDq = options.gradDq == "bulk" ||
+                     (options.gradDq == "auto" && chip.sm >= 90);
   if (cfg.smemBytes() > chip.maxDynamicSmemPerBlock)
     return fail("the flash.attention_grad kernel's tiles need " +
                 Twine(cfg.smemBytes()) + " bytes of shared memory, more than " +

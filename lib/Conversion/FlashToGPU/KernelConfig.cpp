@@ -66,6 +66,10 @@ LogicalResult gpu_lowering::verifyKernelOptions(const GPUKernelOptions &o,
     os << "split-kv must be >= 0 (0: automatic), got " << o.splitKV;
     return failure();
   }
+  if (o.gradDq != "auto" && o.gradDq != "bulk" && o.gradDq != "atomic") {
+    os << "grad-dq must be auto, bulk or atomic, got '" << o.gradDq << "'";
+    return failure();
+  }
   if ((o.gradBlockQ != 0 && o.gradBlockQ != 32 && o.gradBlockQ != 64) ||
       (o.gradBlockK != 0 && o.gradBlockK != 64 && o.gradBlockK != 128)) {
     os << "grad-block-q must be 32 or 64 and grad-block-k 64 or 128 (0: "

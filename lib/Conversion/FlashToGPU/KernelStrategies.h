@@ -316,6 +316,7 @@ struct GradKernelConfig {
   int64_t blockQueries = 64;  // query rows per step
   MaskAttr mask;
   double scale = 1.0;
+  bool bulkReduceDq = false;  // dQ by bulk reductions (sm_90), else atomics
   int64_t warps() const { return blockKeys / 16; }
   int64_t threads() const { return 32 * warps(); }
   /// Query-row padding of the f32 side buffers (lse·log2 e, rowsum(dO ∘ O),

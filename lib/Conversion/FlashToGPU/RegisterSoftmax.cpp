@@ -178,13 +178,15 @@ SmallVector<Value> gpu_lowering::packA(ImplicitLocOpBuilder &b,
                                        ArrayRef<Value> p, Type elemType) {
   // Accumulator columns [16kb, 16kb+16) are exactly the register-A fragment
   // of k-block kb: a_r = (p[8kb+2r], p[8kb+2r+1]).
+  // Each pair is rounded as one vector, which sm_80+ does in one
+  // instruction (cvt.rn.bf16x2.f32 / cvt.rn.f16x2.f32).
   SmallVector<Value> regs;
   auto pair = VectorType::get({2}, elemType);
+  auto wide = VectorType::get({2}, b.getF32Type());
   auto one = VectorType::get({1}, b.getI32Type());
   for (size_t i = 0; i + 1 < p.size(); i += 2) {
-    Value lo = arith::TruncFOp::create(b, elemType, p[i]);
-    Value hi = arith::TruncFOp::create(b, elemType, p[i + 1]);
-    Value v = vector::FromElementsOp::create(b, pair, ValueRange{lo, hi});
+    Value w = vector::FromElementsOp::create(b, wide, ValueRange{p[i], p[i + 1]});
+    Value v = arith::TruncFOp::create(b, pair, w);
     Value c = vector::BitCastOp::create(b, one, v);
     regs.push_back(vector::ExtractOp::create(b, c, ArrayRef<int64_t>{0}));
   }
