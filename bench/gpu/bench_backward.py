@@ -29,6 +29,7 @@ CASES = [(d, causal, n) for d in (64, 128) for causal in (False, True)
          for n in (1024, 2048, 4096, 8192, 16384)]
 VARIANTS = {
     "atomic": {"grad_dq": "atomic"},
+    "det": {"grad_deterministic": True},
     "q32k64": {"grad_block_q": 32, "grad_block_k": 64},
     "q64k64": {"grad_block_q": 64, "grad_block_k": 64},
     "q32k128": {"grad_block_q": 32, "grad_block_k": 128},
@@ -55,7 +56,7 @@ def prebuild(cache):
                   flash_mlir.prebuild(s, s, s, "bf16", causal=causal, grad=True, **kw))
 
 
-def run(variants, out_md):
+def run(variants, out_md, subset=False):
     import torch
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -78,7 +79,7 @@ def run(variants, out_md):
              "| D | causal | B×H×N | ours kernel µs | ours call µs | ours TFLOP/s | "
              "FA2 TFLOP/s | cuDNN TFLOP/s | efficient TFLOP/s | ours / FA2 | ours / cuDNN |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
-    cases = [(c, "default", {}) for c in CASES]
+    cases = [(c, "default", {}) for c in (VARIANT_CASES if subset else CASES)]
     for name in variants:
         cases += [(c, name, VARIANTS[name]) for c in VARIANT_CASES]
     for (d, causal, n), vname, kw in cases:
@@ -121,6 +122,8 @@ def main():
     ap.add_argument("--prebuild", metavar="DIR")
     ap.add_argument("--variants", default="", help="comma-separated names of VARIANTS")
     ap.add_argument("--md", default=None)
+    ap.add_argument("--subset", action="store_true",
+                    help="the default rows only at VARIANT_CASES' shapes")
     a = ap.parse_args()
     if a.prebuild:
         prebuild(a.prebuild)
@@ -129,7 +132,7 @@ def main():
     for v in variants:
         if v not in VARIANTS:
             sys.exit("unknown variant %r (%s)" % (v, ", ".join(VARIANTS)))
-    run(variants, a.md)
+    run(variants, a.md, a.subset)
 
 
 if __name__ == "__main__":

@@ -50,6 +50,13 @@ CASES = {
     "d128-atomic-dq-gqa4": _case(1, 8, 2, 700, 900, 128, causal=True, grad_dq="atomic"),
     "d64-atomic-dq-block-q32": _case(2, 4, 4, 333, 555, 64, grad_dq="atomic", grad_block_q=32),
 }
+# grad_deterministic: dQ's reductions in key-block order, so dq is bit-identical from run
+# to run (GQA, both mask edges of a window, many key blocks per query block).
+DETERMINISTIC = {
+    "gqa4-causal": _case(2, 8, 2, 1000, 1500, 128, causal=True, align="bottom_right",
+                         grad_deterministic=True),
+    "window-d64": _case(1, 4, 4, 2000, 2100, 64, window=700, grad_deterministic=True),
+}
 # Bottom-right causal with Lq > Lk: the first Lq - Lk rows see no key.
 DEAD_ROWS = _case(2, 4, 2, 300, 100, 64, causal=True, align="bottom_right")
 EMPTY_KEYS = _case(1, 2, 2, 50, 0, 64)
@@ -58,8 +65,8 @@ EMPTY_KEYS = _case(1, 2, 2, 50, 0, 64)
 def prebuild_all(cache_dir):
     os.environ["FLASH_MLIR_CACHE_DIR"] = cache_dir
     os.environ.setdefault("CUDA_HOME", "/usr/local/cuda")
-    for name, (qs, ks, vs, dtype, kw) in list(CASES.items()) + [("dead", DEAD_ROWS),
-                                                               ("empty", EMPTY_KEYS)]:
+    for name, (qs, ks, vs, dtype, kw) in (list(CASES.items()) + list(DETERMINISTIC.items())
+                                          + [("dead", DEAD_ROWS), ("empty", EMPTY_KEYS)]):
         print(name, flash_mlir.prebuild(qs, ks, vs, dtype, grad=True, **kw))
 
 
@@ -137,6 +144,26 @@ def test_gradients_match_sdpa(name):
     scale = 1 / math.sqrt(q.shape[-1])
     allowed = _allowed(torch, q.shape[-2], k.shape[-2], **kw)
     _check(torch, ours, _reference(torch, q, k, v, do, scale, allowed),
+           _sdpa(torch, q, k, v, do, scale, allowed))
+
+
+@pytest.mark.parametrize("name", list(DETERMINISTIC))
+def test_deterministic_dq_is_bit_identical(name):
+    """Ten backward calls on the same inputs give the same bits, and the gradients are
+    as accurate as without the option."""
+    torch = _cuda()
+    qs, ks, vs, dtype, kw = DETERMINISTIC[name]
+    q, k, v, do = _inputs(torch, qs, ks, vs, dtype)
+    qg, kg, vg = (x.clone().requires_grad_() for x in (q, k, v))
+    o = flash_mlir.attention(qg, kg, vg, **kw)
+    runs = [torch.autograd.grad(o, (qg, kg, vg), do, retain_graph=True) for _ in range(10)]
+    torch.cuda.synchronize()
+    for grads in runs[1:]:
+        for x, first in zip(grads, runs[0]):
+            assert torch.equal(x.view(torch.int16), first.view(torch.int16))
+    scale = 1 / math.sqrt(q.shape[-1])
+    allowed = _allowed(torch, q.shape[-2], k.shape[-2], **kw)
+    _check(torch, runs[0], _reference(torch, q, k, v, do, scale, allowed),
            _sdpa(torch, q, k, v, do, scale, allowed))
 
 

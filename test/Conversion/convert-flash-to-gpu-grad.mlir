@@ -7,6 +7,8 @@
 // RUN: flash-opt %s -split-input-file -flash-attention-into-destination -convert-flash-to-gpu | FileCheck %s
 // RUN: flash-opt %s -split-input-file -flash-attention-into-destination -convert-flash-to-gpu="grad-block-k=64 grad-block-q=32" | FileCheck %s --check-prefix=SMALL
 // RUN: flash-opt %s -split-input-file -flash-attention-into-destination -convert-flash-to-gpu="chip=sm_80" | FileCheck %s --check-prefix=ATOMIC
+// RUN: flash-opt %s -split-input-file -flash-attention-into-destination -convert-flash-to-gpu="grad-deterministic=true" | FileCheck %s --check-prefix=DET
+// RUN: not flash-opt %s -split-input-file -flash-attention-into-destination -convert-flash-to-gpu="grad-deterministic=true grad-dq=atomic" 2>&1 | FileCheck %s --check-prefix=DETATOMIC
 // RUN: not flash-opt %s -split-input-file -flash-attention-into-destination -convert-flash-to-gpu="grad-block-q=48" 2>&1 | FileCheck %s --check-prefix=BADBLOCK
 // RUN: not flash-opt %s -split-input-file -flash-attention-into-destination -convert-flash-to-gpu="chip=sm_80 grad-dq=bulk" 2>&1 | FileCheck %s --check-prefix=BULK80
 // RUN: not flash-opt %s -split-input-file -flash-attention-into-destination -convert-flash-to-gpu="grad-dq=red" 2>&1 | FileCheck %s --check-prefix=BADDQ
@@ -14,6 +16,7 @@
 // RUN: not flash-opt %s -split-input-file -flash-attention-into-destination -convert-flash-to-gpu="chip=sm_75" 2>&1 | FileCheck %s --check-prefix=OLDCHIP
 // RUN: env -u CUDA_HOME flash-opt %s -split-input-file --flash-gpu-pipeline="format=isa" | FileCheck %s --check-prefix=PTX
 
+// DETATOMIC: convert-flash-to-gpu: grad-deterministic needs dQ by bulk reductions (sm_90, grad-dq=auto or bulk)
 // BULK80: convert-flash-to-gpu: grad-dq=bulk needs sm_90 (cp.reduce.async.bulk)
 // BADDQ: grad-dq must be auto, bulk or atomic, got 'red'
 // BADBLOCK: grad-block-q must be 32 or 64 and grad-block-k 64 or 128 (0: automatic), got 48 and 0
@@ -88,6 +91,24 @@
 // ATOMIC: memref.atomic_rmw addf %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}] : (f32, memref<?x?x64xf32>) -> f32
 // ATOMIC-NOT: cp.reduce.async.bulk
 // ATOMIC: gpu.func @dq(
+
+// Deterministic: one turn counter per (batch·head, query block), zeroed by
+// prep; a block's reducers wait for their turn (acquire), add, wait for the
+// add to complete, and pass the turn on (release).
+// DET: %[[LOCKS:.*]], %{{.*}} = gpu.alloc async [%{{.*}}] (%{{.*}}, %{{.*}}) : memref<?x?xi32>
+// DET: @flash_attention_0::@prep {{.*}} %[[LOCKS]] : memref<?x?xi32>)
+// DET: @flash_attention_0::@kernel {{.*}} %[[LOCKS]] : memref<?x?xi32>)
+// DET: gpu.dealloc async [%{{.*}}] %[[LOCKS]]
+// DET: gpu.func @prep(
+// DET: memref.store %c0_i32, %{{.*}} : memref<?x?xi32>
+// DET: gpu.func @kernel(
+// DET: scf.while
+// DET: "ld.acquire.gpu.global.b32 $0, [$1];"
+// DET: "barrier.sync 1, 64;"
+// DET: cp.reduce.async.bulk
+// DET: "cp.async.bulk.wait_group 0;"
+// DET: "barrier.sync 1, 64;"
+// DET: red.release.gpu.global.add.s32
 
 // SMALL: gpu.launch_func async [%{{.*}}] @flash_attention_0::@kernel blocks in ({{.*}}) threads in (%c128{{.*}}) dynamic_shared_memory_size %c{{[0-9]+}}_i32
 // SMALL: memref.view {{.*}} to memref<2x32x72xbf16, #gpu.address_space<workgroup>>

@@ -272,12 +272,14 @@ gpu::GPUFuncOp gpu_lowering::buildGradKernel(OpBuilder &ob, Location loc,
     ib.setInsertionPointToStart(ifR.thenBlock());
     body();
   };
-  Value lqPad, dqBase, stageBase;
+  Value lqPad, dqBase, stageBase, lockBase;
   if (cfg.bulkReduceDq) {
     lqPad = memref::DimOp::create(b, dqAcc, 1);
     dqBase = baseAddress(b, dqAcc);
     stageBase = baseAddress(b, dqT);
   }
+  if (cfg.deterministic)
+    lockBase = baseAddress(b, entry.getArgument(11));
   auto reduceDq = [&](ImplicitLocOpBuilder &ib, Value it) {
     ifReducer(ib, [&] {
       auto [bh, q0] = stepBlock(ib, it);
@@ -297,10 +299,84 @@ gpu::GPUFuncOp gpu_lowering::buildGradKernel(OpBuilder &ob, Location loc,
                   ib, ib.getI64Type(),
                   arith::MulIOp::create(ib, tid,
                                         constIdx(ib, 4 * (D + kDqPad))))));
+      auto issue = [&] {
+        ptx(ib,
+            "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [$0], "
+            "[$1], $2;\n\tcp.async.bulk.commit_group;",
+            ValueRange{dst, src, constI32(ib, 4 * D)}, "l,r,r");
+      };
+      if (!cfg.deterministic) {
+        issue();
+        return;
+      }
+      // Deterministic: the key blocks that see this query block add their
+      // dQ in key-block order. Block kb waits until the block's counter
+      // says kb - kFirst blocks went before it (they have lower CTA indices,
+      // so they were scheduled first), adds, waits for its add to finish,
+      // and passes the turn on.
+      Value lock = arith::AddIOp::create(
+          ib, lockBase,
+          arith::IndexCastOp::create(
+              ib, ib.getI64Type(),
+              arith::MulIOp::create(
+                  ib,
+                  arith::AddIOp::create(
+                      ib, arith::MulIOp::create(ib, bh, lqPad),
+                      arith::DivUIOp::create(ib, q0, constIdx(ib, Br))),
+                  constIdx(ib, 4))));
+      Value kFirst = zero;
+      if (cfg.mask && cfg.mask.getKind() == MaskKind::SlidingWindow) {
+        Value lo = arith::AddIOp::create(
+            ib, arith::AddIOp::create(ib, q0, diagOff),
+            constIdx(ib, 1 - cfg.mask.getWindow()));
+        kFirst = arith::MaxSIOp::create(
+            ib, arith::FloorDivSIOp::create(ib, lo, constIdx(ib, Bc)), zero);
+      }
+      Value turn = arith::IndexCastOp::create(
+          ib, ib.getI32Type(),
+          arith::SubIOp::create(
+              ib, gpu::BlockIdOp::create(ib, gpu::Dimension::x), kFirst));
+      Value first =
+          arith::CmpIOp::create(ib, arith::CmpIPredicate::eq, tid, zero);
+      {
+        OpBuilder::InsertionGuard gw(ib);
+        auto ifFirst = scf::IfOp::create(ib, first, /*withElse=*/false);
+        ib.setInsertionPointToStart(ifFirst.thenBlock());
+        auto spin = scf::WhileOp::create(ib, TypeRange{}, ValueRange{});
+        Block *before = ib.createBlock(&spin.getBefore());
+        ib.setInsertionPointToStart(before);
+        Value seen =
+            LLVM::InlineAsmOp::create(
+                ib, ib.getI32Type(), ValueRange{lock},
+                "ld.acquire.gpu.global.b32 $0, [$1];", "=r,l",
+                /*has_side_effects=*/true, /*is_align_stack=*/false,
+                LLVM::tailcallkind::TailCallKind::None,
+                LLVM::AsmDialectAttr::get(ib.getContext(),
+                                          LLVM::AsmDialect::AD_ATT),
+                ArrayAttr())
+                .getResult(0);
+        scf::ConditionOp::create(
+            ib,
+            arith::CmpIOp::create(ib, arith::CmpIPredicate::ne, seen, turn),
+            ValueRange{});
+        Block *after = ib.createBlock(&spin.getAfter());
+        ib.setInsertionPointToStart(after);
+        scf::YieldOp::create(ib, ValueRange{});
+      }
+      // barrier.sync without .aligned: thread 0 arrives after its spin, the
+      // rest of its warp before it.
+      std::string bar = "barrier.sync 1, " + std::to_string(Br) + ";";
+      ptx(ib, bar, {}, "");
+      issue();
+      ptx(ib, "cp.async.bulk.wait_group 0;", {}, "");
+      ptx(ib, bar, {}, "");
+      OpBuilder::InsertionGuard gw(ib);
+      auto ifFirst = scf::IfOp::create(ib, first, /*withElse=*/false);
+      ib.setInsertionPointToStart(ifFirst.thenBlock());
       ptx(ib,
-          "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [$0], "
-          "[$1], $2;\n\tcp.async.bulk.commit_group;",
-          ValueRange{dst, src, constI32(ib, 4 * D)}, "l,r,r");
+          "fence.proxy.async.global;\n\tred.release.gpu.global.add.s32 "
+          "[$0], 1;",
+          ValueRange{lock}, "l");
     });
   };
 

@@ -110,6 +110,10 @@ gpu_lowering::gradKernelConfig(AttentionGradOp op,
     return fail("grad-dq=bulk needs sm_90 (cp.reduce.async.bulk)");
   cfg.bulkReduceDq = options.gradDq == "bulk" ||
                      (options.gradDq == "auto" && chip.sm >= 90);
+  cfg.deterministic = options.gradDeterministic;
+  if (cfg.deterministic && !cfg.bulkReduceDq)
+    return fail("grad-deterministic needs dQ by bulk reductions (sm_90, "
+                "grad-dq=auto or bulk)");
   if (cfg.smemBytes() > chip.maxDynamicSmemPerBlock)
     return fail("the flash.attention_grad kernel's tiles need " +
                 Twine(cfg.smemBytes()) + " bytes of shared memory, more than " +
@@ -178,6 +182,15 @@ LogicalResult gpu_lowering::lowerAttentionGrad(RewriterBase &rewriter,
   SmallVector<Value> prepArgs = {o, dO, lse, lse2, delta, dqAcc, bhCount};
   SmallVector<Value> mainArgs = {q,     k,  v,  dO,    lse2,     delta,
                                  dqAcc, dk, dv, group, kvbhCount};
+  SmallVector<Value> sideBuffers = {lse2, delta, dqAcc};
+  if (cfg.deterministic) {
+    // One turn counter per (batch·head, query block).
+    Value locks = alloc(MemRefType::get({dyn, dyn}, b.getI32Type()),
+                        {bhCount, lqPad});
+    prepArgs.push_back(locks);
+    mainArgs.push_back(locks);
+    sideBuffers.push_back(locks);
+  }
   SmallVector<Value> dqArgs = {dqAcc, dq, bhCount};
   auto typesOf = [](ArrayRef<Value> vs) {
     SmallVector<Type> ts;
@@ -226,7 +239,7 @@ LogicalResult gpu_lowering::lowerAttentionGrad(RewriterBase &rewriter,
         arith::CeilDivSIOp::create(b, elems, constIdx(b, kGradDqPerBlock)),
         bhCount, kGradDqPerBlock / 4, 0, dqArgs, stream);
   }
-  for (Value m : {lse2, delta, dqAcc})
+  for (Value m : sideBuffers)
     gpu::DeallocOp::create(b, gpu::AsyncTokenType::get(ctx), ValueRange{token},
                            m);
 

@@ -44,6 +44,7 @@ gpu::GPUFuncOp gpu_lowering::buildGradPrepKernel(OpBuilder &ob, Location loc,
         lse = entry.getArgument(2), lse2 = entry.getArgument(3),
         delta = entry.getArgument(4), dqAcc = entry.getArgument(5),
         bhCount = entry.getArgument(6);
+  Value locks = entry.getNumArguments() > 7 ? entry.getArgument(7) : Value();
   Value zero = constIdx(b, 0), c32 = constIdx(b, 32);
   Value bh = batchHeadBlock(b, bhCount);
   Block *body = b.getInsertionBlock();
@@ -107,6 +108,8 @@ gpu::GPUFuncOp gpu_lowering::buildGradPrepKernel(OpBuilder &ob, Location loc,
   b.setInsertionPointToStart(ifFirst.thenBlock());
   memref::StoreOp::create(b, ifReal.getResult(0), delta, ValueRange{bh, row});
   memref::StoreOp::create(b, ifReal.getResult(1), lse2, ValueRange{bh, row});
+  if (locks)
+    memref::StoreOp::create(b, constI32(b, 0), locks, ValueRange{bh, row});
   b.setInsertionPointToEnd(body);
   gpu::ReturnOp::create(b);
   return fn;

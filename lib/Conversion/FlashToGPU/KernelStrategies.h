@@ -317,6 +317,7 @@ struct GradKernelConfig {
   MaskAttr mask;
   double scale = 1.0;
   bool bulkReduceDq = false;  // dQ by bulk reductions (sm_90), else atomics
+  bool deterministic = false; // those reductions in key-block order
   int64_t warps() const { return blockKeys / 16; }
   int64_t threads() const { return 32 * warps(); }
   /// Query-row padding of the f32 side buffers (lse·log2 e, rowsum(dO ∘ O),
@@ -335,7 +336,9 @@ FailureOr<GradKernelConfig> gradKernelConfig(AttentionGradOp op,
 /// memrefs, dynamic outer sizes), lse·log2 e and delta = rowsum(dO ∘ O)
 /// ([bh, Lq padded] f32), the dQ accumulator ([bh, Lq padded, D] f32, added
 /// to atomically), dk, dv, the query heads per K/V head and the K/V
-/// batch·head count. grid = (key blocks, K/V batch·heads).
+/// batch·head count, then with `deterministic` the per-(bh, query block)
+/// turn counters ([bh, Lq padded] i32, zeroed by prep). grid = (key blocks,
+/// K/V batch·heads).
 gpu::GPUFuncOp buildGradKernel(OpBuilder &b, Location loc,
                                gpu::GPUModuleOp module,
                                const GradKernelConfig &cfg,
@@ -343,7 +346,8 @@ gpu::GPUFuncOp buildGradKernel(OpBuilder &b, Location loc,
 /// The per-row preprocessing kernel, `prep`: delta, lse·log2 e (+inf for a
 /// row that saw no key and for the padding, so its P is 0) and a zeroed dQ
 /// accumulator. Arguments: o, do, lse, the two row buffers, the accumulator,
-/// the batch·head count. grid = (padded rows / 4, batch·heads).
+/// the batch·head count, [the turn counters, zeroed too]. grid = (padded
+/// rows / 4, batch·heads).
 gpu::GPUFuncOp buildGradPrepKernel(OpBuilder &b, Location loc,
                                    gpu::GPUModuleOp module,
                                    ArrayRef<Type> argTypes);
