@@ -114,8 +114,47 @@ def _checked_signature(q_shape, k_shape, v_shape, scale):
     return q_shape, k_shape, v_shape, scale
 
 
+def _bias_plan(q_shape, k_shape, bias_shape):
+    """Which score dims [batch..., Lq, Lk] an additive bias of `bias_shape`
+    varies along (right-aligned broadcasting: each of its dims is 1 or the
+    score's), and the shape of the capture that holds just those dims."""
+    bias_shape = tuple(_check_dim("bias shape", d) for d in bias_shape)
+    score = tuple(q_shape[:-1]) + (k_shape[-2],)
+    if len(bias_shape) > len(score):
+        raise ValueError("bias must broadcast to the scores' shape %s, got %s"
+                         % (score, bias_shape))
+    lead = len(score) - len(bias_shape)
+    dims = []
+    for i, d in enumerate(bias_shape):
+        target = score[lead + i]
+        if d == 1 and target != 1:
+            continue
+        if d != target:
+            raise ValueError("bias must broadcast to the scores' shape %s, got %s"
+                             % (score, bias_shape))
+        if d != 1:
+            dims.append(lead + i)
+    return tuple(dims), tuple(score[i] for i in dims)
+
+
+def _bias_score_mod(n_indices, dims, cap_type, elt):
+    """The score_mod region adding the capture read at the given index dims."""
+    names = ["%%x%d" % i for i in range(n_indices)]
+    args = ", ".join("%s: index" % n for n in names)
+    read = ", ".join(names[i] for i in dims)
+    lines = ["  ^bb0(%%s: f32, %s, %%c: %s):" % (args, cap_type),
+             "    %%e = tensor.extract %%c[%s] : %s" % (read, cap_type)]
+    value = "%e"
+    if elt != "f32":
+        lines.append("    %%w = arith.extf %%e : %s to f32" % elt)
+        value = "%w"
+    lines += ["    %%a = arith.addf %%s, %s : f32" % value, "    flash.yield %a : f32", "  }"]
+    return " score_mod {\n" + "\n".join(lines)
+
+
 def attention_ir(q_shape, k_shape, v_shape, dtype="f32", *, scale=None, causal=False,
-                 window=None, align="top_left", lse=False, dynamic=False, name=FUNC_NAME):
+                 window=None, align="top_left", lse=False, dynamic=False, bias=None,
+                 name=FUNC_NAME):
     """The module attention() compiles: one function in destination-passing
     style on memrefs (q, k, v, out[, lse]) with a C interface, the form both
     flash-cpu-pipeline and flash-gpu-pipeline take.
@@ -125,8 +164,13 @@ def attention_ir(q_shape, k_shape, v_shape, dtype="f32", *, scale=None, causal=F
     scale defaults to 1/sqrt(D). window (sliding window of `window` keys)
     implies the causal bound; align places the diagonal when Lq != Lk.
     dynamic: Lq, Lk and the batch dims before the heads are `?`, so one
-    compiled kernel serves every length (the memref descriptors carry them)."""
+    compiled kernel serves every length (the memref descriptors carry them).
+    bias=(shape, dtype): an additive bias broadcast to the scores [batch...,
+    Lq, Lk], as a score_mod reading a last argument that holds the bias's
+    non-broadcast dims (its shape without the size-1 dims)."""
     q_shape, k_shape, v_shape, scale = _checked_signature(q_shape, k_shape, v_shape, scale)
+    if bias is not None and dynamic:
+        raise ValueError("bias= needs static shapes (dynamic=False)")
     o_shape = q_shape[:-1] + v_shape[-1:]
     l_shape = q_shape[:-1]
     if dynamic:
@@ -136,19 +180,29 @@ def attention_ir(q_shape, k_shape, v_shape, dtype="f32", *, scale=None, causal=F
             ("v", v_shape, dtype, False), ("o", o_shape, dtype, True)]
     if lse:
         args.append(("lse", l_shape, "f32", True))
+    n_out = len(args) - 3
+    if bias is not None:
+        dims, cap_shape = _bias_plan(q_shape, k_shape, bias[0])
+        args.append(("bias", cap_shape, bias[1], False))
     sig = ", ".join("%%%s: %s" % (n, _memref(s, e)) for n, s, e, _ in args)
     body = []
     for n, s, e, writable in args:
         body.append("  %%%s_t = bufferization.to_tensor %%%s restrict%s : %s to %s" % (
             n, n, " writable" if writable else "", _memref(s, e), _tensor(s, e)))
     ins = "%q_t, %k_t, %v_t : " + ", ".join(_tensor(s, e) for _, s, e, _ in args[:3])
-    outs_args = args[3:]
+    outs_args = args[3:3 + n_out]
     outs = ", ".join("%%%s_t" % n for n, _, _, _ in outs_args) + " : " + \
         ", ".join(_tensor(s, e) for _, s, e, _ in outs_args)
     results = ", ".join(_tensor(s, e) for _, s, e, _ in outs_args)
     res = "%r:2" if lse else "%r"
-    body.append("  %s = flash.attention ins(%s) outs(%s) scale(%.9e)%s -> %s" % (
-        res, ins, outs, scale, _mask_clause(causal, window, align), results))
+    captures = score_mod = ""
+    if bias is not None:
+        cap = _tensor(cap_shape, bias[1])
+        captures = " captures(%%bias_t : %s)" % cap
+        score_mod = _bias_score_mod(len(q_shape), dims, cap, bias[1])
+    body.append("  %s = flash.attention ins(%s) outs(%s)%s scale(%.9e)%s%s -> %s" % (
+        res, ins, outs, captures, scale, _mask_clause(causal, window, align), score_mod,
+        results))
     for i, (n, s, e, _) in enumerate(outs_args):
         value = "%%r#%d" % i if lse else "%r"
         body.append("  bufferization.materialize_in_destination %s in restrict writable %%%s"
@@ -158,25 +212,37 @@ def attention_ir(q_shape, k_shape, v_shape, dtype="f32", *, scale=None, causal=F
 
 
 def attention_grad_ir(q_shape, k_shape, v_shape, dtype="f32", *, scale=None, causal=False,
-                      window=None, align="top_left", name=FUNC_NAME + "_grad"):
+                      window=None, align="top_left", bias=None, name=FUNC_NAME + "_grad"):
     """The module of attention()'s backward: flash.attention_grad in
-    destination-passing style on memrefs (q, k, v, o, do, lse -> dq, dk, dv),
-    P recomputed from the forward's log-sum-exp. Arguments as attention_ir."""
+    destination-passing style on memrefs (q, k, v, o, do, lse[, bias] -> dq, dk,
+    dv[, dbias]), P recomputed from the forward's log-sum-exp. Arguments as
+    attention_ir; with bias, dbias has the capture's shape (the bias's without
+    its size-1 dims)."""
     q_shape, k_shape, v_shape, scale = _checked_signature(q_shape, k_shape, v_shape, scale)
     o_shape = q_shape[:-1] + v_shape[-1:]
     ins = [("q", q_shape, dtype), ("k", k_shape, dtype), ("v", v_shape, dtype),
            ("o", o_shape, dtype), ("do", o_shape, dtype), ("lse", q_shape[:-1], "f32")]
     outs = [("dq", q_shape, dtype), ("dk", k_shape, dtype), ("dv", v_shape, dtype)]
-    sig = ", ".join("%%%s: %s" % (n, _memref(s, e)) for n, s, e in ins + outs)
+    caps = []
+    if bias is not None:
+        dims, cap_shape = _bias_plan(q_shape, k_shape, bias[0])
+        caps = [("bias", cap_shape, bias[1])]
+        outs.append(("dbias", cap_shape, bias[1]))
+    sig = ", ".join("%%%s: %s" % (n, _memref(s, e)) for n, s, e in ins + caps + outs)
     body = []
-    for n, s, e in ins + outs:
+    for n, s, e in ins + caps + outs:
         body.append("  %%%s_t = bufferization.to_tensor %%%s restrict%s : %s to %s" % (
             n, n, " writable" if (n, s, e) in outs else "", _memref(s, e), _tensor(s, e)))
     types = lambda xs: ", ".join(_tensor(s, e) for _, s, e in xs)
-    body.append("  %%r:3 = flash.attention_grad ins(%s : %s) outs(%s : %s) scale(%.9e)%s -> %s"
-                % (", ".join("%%%s_t" % n for n, _, _ in ins), types(ins),
-                   ", ".join("%%%s_t" % n for n, _, _ in outs), types(outs), scale,
-                   _mask_clause(causal, window, align), types(outs)))
+    captures = score_mod = ""
+    if caps:
+        captures = " captures(%%bias_t : %s)" % types(caps)
+        score_mod = _bias_score_mod(len(q_shape), dims, types(caps), bias[1])
+    body.append("  %%r:%d = flash.attention_grad ins(%s : %s) outs(%s : %s)%s scale(%.9e)%s%s"
+                " -> %s"
+                % (len(outs), ", ".join("%%%s_t" % n for n, _, _ in ins), types(ins),
+                   ", ".join("%%%s_t" % n for n, _, _ in outs), types(outs), captures, scale,
+                   _mask_clause(causal, window, align), score_mod, types(outs)))
     for i, (n, s, e) in enumerate(outs):
         body.append("  bufferization.materialize_in_destination %%r#%d in restrict writable "
                     "%%%s : (%s, %s) -> ()" % (i, n, _tensor(s, e), _memref(s, e)))
@@ -209,12 +275,14 @@ class AttentionKernel:
         path = _library_for(ir, device, pipeline, options, use_cache, opt_level)
         return cls(ir, device, pipeline or _default_pipeline(device), options, lse, path)
 
-    def __call__(self, q, k, v, out=None, lse_out=None):
+    def __call__(self, q, k, v, out=None, lse_out=None, captures=()):
+        """captures: the arrays the kernel's score_mod reads (attention()'s bias,
+        reshaped to the capture's shape), passed after the outputs."""
         if self.device == "cpu":
-            return self._call_host(q, k, v, out, lse_out)
-        return self._call_cuda(q, k, v, out, lse_out)
+            return self._call_host(q, k, v, out, lse_out, captures)
+        return self._call_cuda(q, k, v, out, lse_out, captures)
 
-    def _call_host(self, q, k, v, out, lse_out):
+    def _call_host(self, q, k, v, out, lse_out, captures):
         import numpy as np
         q, k, v = (np.ascontiguousarray(x) for x in (q, k, v))
         if out is None:
@@ -225,10 +293,11 @@ class AttentionKernel:
             if lse_out is None:
                 lse_out = np.empty(q.shape[:-1], np.float32)
             args.append(lse_out)
+        args += [np.ascontiguousarray(c) for c in captures]
         self._lib.call(FUNC_NAME, *args)
         return (out, lse_out) if self.lse else out
 
-    def _call_cuda(self, q, k, v, out, lse_out):
+    def _call_cuda(self, q, k, v, out, lse_out, captures):
         import torch
         q, k, v = (x.contiguous() for x in (q, k, v))
         if k.device != q.device or v.device != q.device:
@@ -244,6 +313,10 @@ class AttentionKernel:
             if lse_out is None:
                 lse_out = torch.empty(q.shape[:-1], dtype=torch.float32, device=q.device)
             args.append(lse_out)
+        for c in captures:
+            if c.device != q.device:
+                raise ValueError("bias is on %s, q on %s" % (c.device, q.device))
+            args.append(c.contiguous())
         launch = self._launch
         if launch is None:
             launch = self._launch = self._lib.launcher(FUNC_NAME, [a.dim() for a in args])
@@ -365,8 +438,24 @@ def _array_key(x):
     return (type(x), x.dtype, x.shape, getattr(x, "is_cuda", False))
 
 
+def bias_type(bias, kind, elt):
+    """The MLIR element type of a bias array: float32 or the dtype of q."""
+    bkind, belt = _classify(bias)
+    if bkind != kind:
+        raise TypeError("bias must be the same kind of array as q (%s), got %s" % (kind, bkind))
+    if belt not in ("f32", elt):
+        raise TypeError("bias must be float32 or q's dtype, got %s" % bias.dtype)
+    return belt
+
+
+def bias_capture(q, k, bias):
+    """The bias as the kernel reads it: without its size-1 (broadcast) dims."""
+    _, cap_shape = _bias_plan(tuple(q.shape), tuple(k.shape), tuple(bias.shape))
+    return bias.reshape(cap_shape)
+
+
 def _kernel_for(q, k, v, scale, causal, window, align, return_lse, dynamic, pipeline, cache,
-                options):
+                options, bias=None):
     """The kernel for these arrays and arguments, built or read from the
     cache, with the kind of array and the element type."""
     kinds = [_classify(x) for x in (q, k, v)]
@@ -375,8 +464,9 @@ def _kernel_for(q, k, v, scale, causal, window, align, return_lse, dynamic, pipe
                         % [(kd, e) for kd, e in kinds])
     kind, elt = kinds[0]
     device = "cuda" if kind == "torch-cuda" else "cpu"
+    bias_ir = None if bias is None else (tuple(bias.shape), bias_type(bias, kind, elt))
     ir = attention_ir(q.shape, k.shape, v.shape, elt, scale=scale, causal=causal, window=window,
-                      align=align, lse=return_lse, dynamic=dynamic)
+                      align=align, lse=return_lse, dynamic=dynamic, bias=bias_ir)
     opts = format_options(options)
     key = (ir, device, pipeline, opts, os.environ.get("FLASH_MLIR_CACHE_DIR"))
     with _kernels_lock:
@@ -390,7 +480,7 @@ def _kernel_for(q, k, v, scale, causal, window, align, return_lse, dynamic, pipe
 
 
 def attention(q, k, v, *, scale=None, causal=False, window=None, align="top_left",
-              return_lse=False, out=None, dynamic=False, pipeline=None, cache=True,
+              return_lse=False, out=None, dynamic=False, pipeline=None, cache=True, bias=None,
               **options):
     """Scaled dot-product attention through flash.attention.
 
@@ -402,7 +492,11 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align="top_left
     scale: multiplies q.kT, default 1/sqrt(D). causal: key j is visible to
     query i when j <= i + off; window=W: i + off - W < j <= i + off; off is 0
     with align="top_left" (torch SDPA's is_causal) or Lk - Lq with
-    "bottom_right". return_lse: also return the f32 row log-sum-exp. out: a
+    "bottom_right". bias: an additive bias on the scaled scores (before the
+    mask), any array of q's kind, float32 or q's dtype, that broadcasts to
+    [batch..., Lq, Lk] (each dim 1 or the scores'; e.g. [Lq, Lk], [Hq, 1, Lk]
+    for ALiBi-like per-head biases); it takes part in autograd on the CPU.
+    return_lse: also return the f32 row log-sum-exp. out: a
     preallocated output. dynamic: compile one kernel for all sequence lengths
     (and leading batch sizes) instead of one per shape. pipeline: override flash-cpu-pipeline /
     flash-gpu-pipeline; **options: their options (block_q=32, parallel=False,
@@ -417,19 +511,29 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align="top_left
     # Before the kernel lookup: True == 1 and 2.0 == 2 as dictionary keys.
     _check_scale(scale)
     _check_window(window)
-    if _requires_grad(q, k, v):
+    if bias is not None and dynamic:
+        raise ValueError("bias= needs static shapes (dynamic=False)")
+    grads = (q, k, v) if bias is None else (q, k, v, bias)
+    if _requires_grad(*grads):
+        if bias is not None and any(getattr(x, "is_cuda", False) for x in grads):
+            raise NotImplementedError(
+                "flash_mlir.attention: gradients with bias= on CUDA tensors are not "
+                "implemented yet (the GPU backward takes no score_mod); detach the inputs "
+                "or call it under torch.no_grad()")
         if out is not None:
             raise ValueError("out= cannot be used when q, k or v require grad")
         from ._autograd import attention_with_grad
         return attention_with_grad(q, k, v, scale=scale, causal=causal, window=window,
                                    align=align, return_lse=return_lse, dynamic=dynamic,
-                                   pipeline=pipeline, cache=cache, options=options)
+                                   pipeline=pipeline, cache=cache, options=options,
+                                   bias=bias)
     fast = None
     if cache:
         try:
             fast = (_array_key(q), _array_key(k), _array_key(v), scale, causal, window, align,
                     return_lse, dynamic, pipeline, tuple(options.items()),
-                    os.environ.get("FLASH_MLIR_CACHE_DIR"))
+                    os.environ.get("FLASH_MLIR_CACHE_DIR"),
+                    None if bias is None else _array_key(bias))
             hit = _fast_kernels.get(fast)
         except TypeError:  # an unhashable argument: take the general path
             fast = hit = None
@@ -439,17 +543,19 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align="top_left
         kernel, kind, elt = hit
     else:
         kernel, kind, elt = _kernel_for(q, k, v, scale, causal, window, align, return_lse,
-                                        dynamic, pipeline, cache, options)
+                                        dynamic, pipeline, cache, options, bias)
         if fast is not None:
             _fast_kernels[fast] = (kernel, kind, elt)
+    captures = () if bias is None else (bias_capture(q, k, bias),)
     if kind == "torch-cpu":
         import torch
         res = kernel(_host_view(q), _host_view(k), _host_view(v),
-                     None if out is None else _host_view(out))
+                     None if out is None else _host_view(out),
+                     captures=[_host_view(c.contiguous()) for c in captures])
         cooked = _from_host_view if elt == "bf16" else torch.from_numpy
         o = out if out is not None else cooked(res[0] if return_lse else res)
         return (o, torch.from_numpy(res[1])) if return_lse else o
-    return kernel(q, k, v, out)
+    return kernel(q, k, v, out, captures=captures)
 
 
 def _host_view(t):
@@ -467,13 +573,16 @@ def _from_host_view(a):
 
 def prebuild(q_shape, k_shape, v_shape, dtype, *, device="cuda", scale=None, causal=False,
              window=None, align="top_left", return_lse=False, dynamic=False, pipeline=None,
-             grad=False, **options):
+             grad=False, bias=None, **options):
     """Compiles, into the cache, the kernel attention() would run for arrays of
     these shapes and dtype ("bf16" / "bfloat16", "f16" / "float16", "f32" /
     "float32", or a torch or NumPy dtype) with these arguments, and returns its
     path. Needs the compiler but no GPU: fill a cache folder
     (FLASH_MLIR_CACHE_DIR) here, copy it to a GPU machine without LLVM, and
     attention() there finds its kernels in it.
+
+    bias=(shape, dtype): the kernel of a call with a bias of that shape and
+    dtype (float32 or the dtype of q).
 
     grad=True: the kernels of a call that autograd differentiates instead —
     the forward with its log-sum-exp and the backward — and returns both
@@ -484,15 +593,23 @@ def prebuild(q_shape, k_shape, v_shape, dtype, *, device="cuda", scale=None, cau
         raise TypeError("unsupported dtype %r (bf16, f16, f32)" % (dtype,))
     if device not in ("cpu", "cuda"):
         raise ValueError("device must be 'cpu' or 'cuda', got %r" % (device,))
+    bias_ir = None
+    if bias is not None:
+        shape, bdtype = bias
+        belt = _TYPE_NAMES.get(str(bdtype).replace("torch.", ""))
+        if belt not in ("f32", elt):
+            raise TypeError("bias dtype must be float32 or q's dtype, got %r" % (bdtype,))
+        bias_ir = (tuple(shape), belt)
     if grad:
         from ._autograd import grad_library, split_options
         fwd, bwd = split_options(options, device == "cuda")
         ir = attention_ir(q_shape, k_shape, v_shape, elt, scale=scale, causal=causal,
-                          window=window, align=align, lse=True, dynamic=dynamic)
+                          window=window, align=align, lse=True, dynamic=dynamic, bias=bias_ir)
         forward = _library_for(ir, device, pipeline, format_options(fwd))
         _, backward = grad_library(q_shape, k_shape, v_shape, elt, device, scale, causal,
-                                   window, align, pipeline, bwd)
+                                   window, align, pipeline, bwd, bias=bias_ir)
         return forward, backward
     ir = attention_ir(q_shape, k_shape, v_shape, elt, scale=scale, causal=causal,
-                      window=window, align=align, lse=return_lse, dynamic=dynamic)
+                      window=window, align=align, lse=return_lse, dynamic=dynamic,
+                      bias=bias_ir)
     return _library_for(ir, device, pipeline, format_options(options))

@@ -24,22 +24,24 @@ def split_options(options, cuda):
 
 
 def grad_library(q_shape, k_shape, v_shape, elt, device, scale, causal, window, align,
-                 pipeline, options, use_cache=True):
-    """The path of the backward's library (built, or from the cache)."""
+                 pipeline, options, use_cache=True, bias=None):
+    """The path of the backward's library (built, or from the cache); bias is
+    (shape, element type) as for attention_ir."""
     ir = am.attention_grad_ir(q_shape, k_shape, v_shape, elt, scale=scale, causal=causal,
-                              window=window, align=align)
+                              window=window, align=align, bias=bias)
     return ir, am._library_for(ir, device, pipeline, format_options(options), use_cache)
 
 
-def _grad_kernel(q, k, v, elt, scale, causal, window, align, pipeline, options):
+def _grad_kernel(q, k, v, elt, scale, causal, window, align, pipeline, options, bias=None):
     device = "cuda" if q.is_cuda else "cpu"
     key = ("grad", device, tuple(q.shape), tuple(k.shape), tuple(v.shape), elt, scale, causal,
-           window, align, pipeline, tuple(options.items()), os.environ.get("FLASH_MLIR_CACHE_DIR"))
+           window, align, pipeline, tuple(options.items()), os.environ.get("FLASH_MLIR_CACHE_DIR"),
+           bias)
     with am._kernels_lock:
         kernel = am._kernels.get(key)
         if kernel is None:
             _, path = grad_library(q.shape, k.shape, v.shape, elt, device, scale, causal,
-                                   window, align, pipeline, options)
+                                   window, align, pipeline, options, bias=bias)
             if device == "cpu":
                 from .cpu import HostLibrary
                 lib = HostLibrary(path)
@@ -57,37 +59,52 @@ def _grad_kernel(q, k, v, elt, scale, causal, window, align, pipeline, options):
 
 class _Attention(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q, k, v, cfg):
+    def forward(ctx, q, k, v, bias, cfg):
         scale, causal, window, align, dynamic, pipeline, cache, options = cfg
         options, _ = split_options(options, q.is_cuda)
         with torch.no_grad():
             o, lse = am.attention(q.detach(), k.detach(), v.detach(), scale=scale,
                                   causal=causal, window=window, align=align,
                                   return_lse=True, dynamic=dynamic, pipeline=pipeline,
-                                  cache=cache, **options)
-        ctx.save_for_backward(q, k, v, o, lse)
+                                  cache=cache, bias=None if bias is None else bias.detach(),
+                                  **options)
+        ctx.has_bias = bias is not None
+        ctx.save_for_backward(q, k, v, o, lse, *([bias] if bias is not None else []))
         ctx.cfg = cfg
         ctx.mark_non_differentiable(lse)
         return o, lse
 
     @staticmethod
     def backward(ctx, do, dlse):
-        q, k, v, o, lse = ctx.saved_tensors
+        q, k, v, o, lse = ctx.saved_tensors[:5]
+        bias = ctx.saved_tensors[5] if ctx.has_bias else None
         scale, causal, window, align, _, pipeline, _, options = ctx.cfg
         _, options = split_options(options, q.is_cuda)
         elt = am._TORCH_TYPES[str(q.dtype)]
-        kernel = _grad_kernel(q, k, v, elt, scale, causal, window, align, pipeline, options)
+        bias_ir = None
+        if bias is not None:
+            bias_ir = (tuple(bias.shape), am._TORCH_TYPES[str(bias.dtype)])
+        kernel = _grad_kernel(q, k, v, elt, scale, causal, window, align, pipeline, options,
+                              bias_ir)
         do = do.to(q.dtype).contiguous()
         dq, dk, dv = (torch.empty_like(x, memory_format=torch.contiguous_format)
                       for x in (q, k, v))
-        kernel([x.detach().contiguous() for x in (q, k, v, o, do, lse)] + [dq, dk, dv])
-        return dq, dk, dv, None
+        ins = [x.detach().contiguous() for x in (q, k, v, o, do, lse)]
+        if bias is None:
+            kernel(ins + [dq, dk, dv])
+            return dq, dk, dv, None, None
+        # The bias enters as its capture (without its size-1 dims); so does
+        # its gradient, summed over the broadcast dims by the op.
+        cap = am.bias_capture(q, k, bias.detach()).contiguous()
+        dcap = torch.empty_like(cap)
+        kernel(ins + [cap, dq, dk, dv, dcap])
+        return dq, dk, dv, dcap.reshape(bias.shape), None
 
 
 def attention_with_grad(q, k, v, *, scale, causal, window, align, return_lse, dynamic,
-                        pipeline, cache, options):
+                        pipeline, cache, options, bias=None):
     """The forward honours every keyword of attention(); the backward kernel
     is built for the arrays' shapes (and cached like every kernel)."""
-    o, lse = _Attention.apply(q, k, v, (scale, causal, window, align, dynamic, pipeline,
-                                        cache, options))
+    o, lse = _Attention.apply(q, k, v, bias, (scale, causal, window, align, dynamic, pipeline,
+                                              cache, options))
     return (o, lse) if return_lse else o
