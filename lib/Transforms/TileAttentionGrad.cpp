@@ -16,9 +16,10 @@
 // dQ is a pass of its own rather than a reduction across the key-block
 // loop, so both foralls are race-free and the result is deterministic,
 // at the price of recomputing each visible tile twice. Tails are exact
-// dynamic-size tiles. Ops whose score_mod reads float captures (their
-// gradient is an Lq x Lk-shaped reduction) are left to the reference
-// decomposition.
+// dynamic-size tiles. The gradients of float captures the score_mod reads
+// (an additive bias's dbias) come from a third, sequential walk over the
+// visible tiles, each read's contributions reduced into the capture slice
+// it indexes.
 //
 //===----------------------------------------------------------------------===//
 #include "flash/Transforms/Passes.h"
@@ -29,6 +30,7 @@
 #include "mlir/Dialect/Arith/Utils/Utils.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 
+#include <functional>
 #include <limits>
 
 using namespace mlir;
@@ -77,8 +79,12 @@ struct GradTiler : LinalgBuilder {
   }
 
   struct TileGrads {
-    Value p, dT; // [rows, cols] f32
+    Value p, dT;             // [rows, cols] f32
+    SmallVector<Value> dRead; // per float-capture read: dS · d score_mod / d c
   };
+  /// The float-capture reads of the score_mod, in the order
+  /// buildScoreModGradient gives their partials.
+  SmallVector<ScoreModRead> reads;
   /// The recomputed probabilities of one tile and the score gradient before
   /// score_mod, dT = P (dP - delta) · d score_mod/dt. `batch` holds the
   /// query's batch indices (score_mod sees them); i0, j0 the tile's origin.
@@ -86,7 +92,8 @@ struct GradTiler : LinalgBuilder {
 
   TileGrads tile(Value qT, Value kT, Value vT, Value doT, Value lseT,
                  Value deltaT, ValueRange batch, Value i0, Value j0,
-                 Value rows, Value cols) {
+                 Value rows, Value cols, bool withReads = false) {
+    size_t nReads = withReads ? reads.size() : 0;
     SmallVector<OpFoldResult> sShape = {rows, cols};
     // loops (i, j, d)
     Value s = contract(qT, map(3, {0, 2}), kT, map(3, {1, 2}),
@@ -95,10 +102,15 @@ struct GradTiler : LinalgBuilder {
     MaskAttr mask = op.getMaskOrNone();
     Region *scoreMod = op.hasScoreMod() ? &op.getScoreMod() : nullptr;
     Value scaleCst = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(scale));
+    SmallVector<Type> probTypes(2 + nReads, s.getType());
+    SmallVector<Value> probInits;
+    for (size_t n = 0; n < 2 + nReads; ++n)
+      probInits.push_back(filled(sShape, 0.0));
+    SmallVector<AffineMap> probMaps = {id, row};
+    probMaps.append(2 + nReads, id);
     auto probs = linalg::GenericOp::create(
-        b, loc, TypeRange{s.getType(), s.getType()}, ValueRange{s, lseT},
-        ValueRange{filled(sShape, 0.0), filled(sShape, 0.0)},
-        ArrayRef<AffineMap>{id, row, id, id}, iterators(2),
+        b, loc, probTypes, ValueRange{s, lseT}, probInits, probMaps,
+        iterators(2),
         [&](OpBuilder &nested, Location l, ValueRange args) {
           Value t = arith::MulFOp::create(nested, l, args[0], scaleCst);
           Value i = arith::AddIOp::create(
@@ -108,6 +120,7 @@ struct GradTiler : LinalgBuilder {
           Value sc = t;
           Value der = arith::ConstantOp::create(nested, l,
                                                 nested.getF32FloatAttr(1.0));
+          SmallVector<Value> partials;
           if (scoreMod) {
             // The verifier admitted only differentiable regions.
             FailureOr<ScoreModGradient> g = buildScoreModGradient(
@@ -115,10 +128,15 @@ struct GradTiler : LinalgBuilder {
             if (succeeded(g)) {
               sc = g->score;
               der = g->dScore;
+              for (size_t n = 0; n < nReads; ++n)
+                partials.push_back(g->reads[n].partial);
             } else {
               failedGrad = true;
             }
           }
+          Value zero =
+              arith::ConstantOp::create(nested, l, nested.getF32FloatAttr(0.0));
+          partials.resize(nReads, zero);
           if (Value allowed =
                   buildMaskPredicate(nested, l, mask, i, j, lq, lk)) {
             Value ninf = arith::ConstantOp::create(
@@ -127,27 +145,39 @@ struct GradTiler : LinalgBuilder {
                     -std::numeric_limits<float>::infinity()));
             sc = arith::SelectOp::create(nested, l, allowed, sc, ninf);
           }
-          linalg::YieldOp::create(
-              nested, l, ValueRange{buildRowExp(nested, l, sc, args[1]), der});
+          SmallVector<Value> yields = {buildRowExp(nested, l, sc, args[1]), der};
+          yields.append(partials.begin(), partials.end());
+          linalg::YieldOp::create(nested, l, yields);
         });
     Value p = probs.getResult(0);
     // dP = dO Vᵀ   loops (i, j, e)
     Value dP = contract(doT, map(3, {0, 2}), vT, map(3, {1, 2}),
                         filled(sShape, 0.0), map(3, {0, 1}), 3, 1);
-    Value dT =
-        linalg::GenericOp::create(
-            b, loc, s.getType(), ValueRange{p, dP, deltaT, probs.getResult(1)},
-            ValueRange{filled(sShape, 0.0)},
-            ArrayRef<AffineMap>{id, id, row, id, id}, iterators(2),
-            [&](OpBuilder &nested, Location l, ValueRange args) {
-              Value diff = arith::SubFOp::create(nested, l, args[1], args[2]);
-              Value ds = arith::MulFOp::create(nested, l, args[0], diff);
-              linalg::YieldOp::create(
-                  nested, l,
-                  arith::MulFOp::create(nested, l, ds, args[3]).getResult());
-            })
-            .getResult(0);
-    return {p, dT};
+    SmallVector<Value> gradIns = {p, dP, deltaT, probs.getResult(1)};
+    for (size_t n = 0; n < nReads; ++n)
+      gradIns.push_back(probs.getResult(2 + n));
+    SmallVector<Value> gradInits;
+    for (size_t n = 0; n < 1 + nReads; ++n)
+      gradInits.push_back(filled(sShape, 0.0));
+    SmallVector<AffineMap> gradMaps = {id, id, row, id};
+    gradMaps.append(nReads, id);
+    gradMaps.append(1 + nReads, id);
+    auto grads = linalg::GenericOp::create(
+        b, loc, SmallVector<Type>(1 + nReads, s.getType()), gradIns, gradInits,
+        gradMaps, iterators(2),
+        [&](OpBuilder &nested, Location l, ValueRange args) {
+          Value diff = arith::SubFOp::create(nested, l, args[1], args[2]);
+          Value ds = arith::MulFOp::create(nested, l, args[0], diff);
+          SmallVector<Value> yields = {
+              arith::MulFOp::create(nested, l, ds, args[3])};
+          for (size_t n = 0; n < nReads; ++n)
+            yields.push_back(arith::MulFOp::create(nested, l, ds, args[4 + n]));
+          linalg::YieldOp::create(nested, l, yields);
+        });
+    TileGrads out{p, grads.getResult(0), {}};
+    for (size_t n = 0; n < nReads; ++n)
+      out.dRead.push_back(grads.getResult(1 + n));
+    return out;
   }
 
   /// `x` (f32, times the scale if `scaled`) written into `dest`'s tile at
@@ -171,7 +201,141 @@ struct GradTiler : LinalgBuilder {
                                           strides);
   }
 
+  /// The gradients of the float captures: each tile (the visible ones, in
+  /// one sequential walk over batch..., query blocks, key blocks, so the
+  /// sums need no atomics and come out the same every run) recomputed once
+  /// more, and every read's dS · d score_mod / d c reduced over the tile
+  /// dims it does not index into the capture's slice at the tile. f32
+  /// accumulators the size of the captures, nothing of Lq x Lk.
+  void captureGradients(Value delta, SmallVectorImpl<Value> &results) {
+    SmallVector<unsigned> diff = op.getDifferentiableCaptures();
+    DenseMap<unsigned, unsigned> slot;
+    SmallVector<Value> accs;
+    for (auto [n, c] : llvm::enumerate(diff)) {
+      slot[c] = n;
+      accs.push_back(
+          filled(tensor::getMixedSizes(b, loc, op.getCaptures()[c]), 0.0));
+    }
+    MaskAttr mask = op.getMaskOrNone();
+    SmallVector<Value> qBatch;
+    std::function<SmallVector<Value>(int64_t, ValueRange)> walk =
+        [&](int64_t d, ValueRange iter) -> SmallVector<Value> {
+      if (d < nb) {
+        Value ub = getValueOrCreateConstantIndexOp(b, loc, qShape[d]);
+        auto loop = scf::ForOp::create(
+            b, loc, cIdx(0), ub, cIdx(1), iter,
+            [&](OpBuilder &lb, Location ll, Value iv, ValueRange acc) {
+              OpBuilder::InsertionGuard g(b);
+              b.setInsertionPoint(lb.getInsertionBlock(), lb.getInsertionPoint());
+              qBatch.push_back(iv);
+              SmallVector<Value> next = walk(d + 1, acc);
+              qBatch.pop_back();
+              scf::YieldOp::create(b, loc, next);
+            });
+        return SmallVector<Value>(loop.getResults());
+      }
+      SmallVector<Value> kvBatch(qBatch);
+      if (nb > 0)
+        kvBatch[nb - 1] =
+            arith::DivUIOp::create(b, loc, qBatch[nb - 1], cIdx(group));
+      Value nQ = arith::CeilDivUIOp::create(b, loc, lq, cIdx(bq));
+      auto qLoop = scf::ForOp::create(
+          b, loc, cIdx(0), nQ, cIdx(1), iter,
+          [&](OpBuilder &qb, Location ql, Value iq, ValueRange accQ) {
+            OpBuilder::InsertionGuard g(b);
+            b.setInsertionPoint(qb.getInsertionBlock(), qb.getInsertionPoint());
+            Value i0 = mulC(iq, bq);
+            Value rows = minS(cIdx(bq), sub(lq, i0));
+            Value qT = slice(op.getQuery(), qBatch, i0, rows);
+            Value doT = slice(op.getGradOut(), qBatch, i0, rows);
+            Value lseT = slice(op.getLse(), qBatch, i0, rows);
+            Value deltaT = slice(delta, qBatch, i0, rows);
+            Value nK = arith::CeilDivUIOp::create(b, loc, lk, cIdx(bk));
+            Value kbBegin = cIdx(0), kbEnd = nK;
+            if (!mask.isNone()) {
+              Value hi = maxS(cIdx(0), minS(add(add(i0, rows), diagOff), lk));
+              kbEnd = arith::CeilDivUIOp::create(b, loc, hi, cIdx(bk));
+              if (mask.getKind() == MaskKind::SlidingWindow) {
+                Value lo = maxS(cIdx(0), add(add(i0, diagOff),
+                                             cIdx(1 - mask.getWindow())));
+                kbBegin =
+                    minS(arith::DivUIOp::create(b, loc, lo, cIdx(bk)), kbEnd);
+              }
+            }
+            auto kLoop = scf::ForOp::create(
+                b, loc, kbBegin, kbEnd, cIdx(1), accQ,
+                [&](OpBuilder &kb, Location kl, Value ik, ValueRange acc) {
+                  OpBuilder::InsertionGuard g2(b);
+                  b.setInsertionPoint(kb.getInsertionBlock(),
+                                      kb.getInsertionPoint());
+                  Value j0 = mulC(ik, bk);
+                  Value cols = minS(cIdx(bk), sub(lk, j0));
+                  Value kT = slice(op.getKey(), kvBatch, j0, cols);
+                  Value vT = slice(op.getValue(), kvBatch, j0, cols);
+                  TileGrads t = tile(qT, kT, vT, doT, lseT, deltaT, qBatch, i0,
+                                     j0, rows, cols, /*withReads=*/true);
+                  SmallVector<Value> next(acc);
+                  for (auto [r, read] : llvm::enumerate(reads))
+                    next[slot[read.capture]] =
+                        addRead(next[slot[read.capture]], t.dRead[r], read,
+                                qBatch, i0, rows, j0, cols);
+                  scf::YieldOp::create(b, loc, next);
+                });
+            scf::YieldOp::create(b, loc, kLoop.getResults());
+          });
+      return SmallVector<Value>(qLoop.getResults());
+    };
+    SmallVector<Value> sums = walk(0, accs);
+    for (auto [n, c] : llvm::enumerate(diff))
+      results.push_back(castInto(sums[n], op.getInits()[3 + n]));
+  }
+
+  /// acc += the tile's contributions `g` ([rows, cols]) to the capture
+  /// elements `read` indexes: the slice at the batch indices and the tile's
+  /// rows / columns, `g` reduced over the tile dims the read leaves out.
+  Value addRead(Value acc, Value g, const ScoreModRead &read,
+                ValueRange batch, Value i0, Value rows, Value j0, Value cols) {
+    int64_t rank = read.dims.size();
+    SmallVector<OpFoldResult> offsets, sizes;
+    SmallVector<int64_t> kept;  // loop dim (0: row, 1: column) per kept dim
+    SmallVector<int64_t> shape;
+    for (int64_t d : read.dims) {
+      if (d < nb) {
+        offsets.push_back(batch[d]);
+        sizes.push_back(b.getIndexAttr(1));
+        continue;
+      }
+      offsets.push_back(d == nb ? i0 : j0);
+      sizes.push_back(d == nb ? rows : cols);
+      kept.push_back(d - nb);
+      shape.push_back(ShapedType::kDynamic);
+    }
+    SmallVector<OpFoldResult> strides(rank, b.getIndexAttr(1));
+    auto tileType = RankedTensorType::get(shape, f32);
+    Value part = tensor::ExtractSliceOp::create(b, loc, tileType, acc, offsets,
+                                                sizes, strides);
+    SmallVector<utils::IteratorType> its;
+    for (int64_t l = 0; l < 2; ++l)
+      its.push_back(llvm::is_contained(kept, l) ? utils::IteratorType::parallel
+                                                : utils::IteratorType::reduction);
+    Value summed =
+        linalg::GenericOp::create(
+            b, loc, tileType, ValueRange{g}, ValueRange{part},
+            ArrayRef<AffineMap>{map(2, {0, 1}), map(2, kept)}, its,
+            [&](OpBuilder &nested, Location l, ValueRange args) {
+              linalg::YieldOp::create(
+                  nested, l,
+                  arith::AddFOp::create(nested, l, args[1], args[0])
+                      .getResult());
+            })
+            .getResult(0);
+    return tensor::InsertSliceOp::create(b, loc, summed, acc, offsets, sizes,
+                                         strides);
+  }
+
   FailureOr<SmallVector<Value>> run() {
+    if (op.hasScoreMod())
+      reads = scoreModReads(op.getScoreMod(), nb + 2);
     qShape = tensor::getMixedSizes(b, loc, op.getQuery());
     kShape = tensor::getMixedSizes(b, loc, op.getKey());
     vShape = tensor::getMixedSizes(b, loc, op.getValue());
@@ -326,6 +490,8 @@ struct GradTiler : LinalgBuilder {
       insert(dQ, forall.getRegionIterArgs()[0], qBatch, i0, rows);
       results[0] = forall.getResult(0);
     }
+    if (!op.getDifferentiableCaptures().empty())
+      captureGradients(delta, results);
     if (failedGrad)
       return op.emitOpError("could not differentiate its score_mod region");
     return results;
@@ -334,8 +500,8 @@ struct GradTiler : LinalgBuilder {
 } // namespace
 
 bool mlir::flash::canTileAttentionGrad(AttentionGradOp op) {
-  if (!op.getDifferentiableCaptures().empty())
-    return false;
+  // Capture gradients need each read to index distinct loop dims (the
+  // slice it is reduced into), which the verifier guarantees.
   int64_t nb = op.getNumBatchDims();
   if (nb == 0)
     return true;
