@@ -137,24 +137,95 @@ def _bias_plan(q_shape, k_shape, bias_shape):
     return tuple(dims), tuple(score[i] for i in dims)
 
 
-def _bias_score_mod(n_indices, dims, cap_type, elt):
-    """The score_mod region adding the capture read at the given index dims."""
-    names = ["%%x%d" % i for i in range(n_indices)]
-    args = ", ".join("%s: index" % n for n in names)
-    read = ", ".join(names[i] for i in dims)
-    lines = ["  ^bb0(%%s: f32, %s, %%c: %s):" % (args, cap_type),
-             "    %%e = tensor.extract %%c[%s] : %s" % (read, cap_type)]
-    value = "%e"
-    if elt != "f32":
-        lines.append("    %%w = arith.extf %%e : %s to f32" % elt)
-        value = "%w"
-    lines += ["    %%a = arith.addf %%s, %s : f32" % value, "    flash.yield %a : f32", "  }"]
-    return " score_mod {\n" + "\n".join(lines)
+def _check_softcap(softcap):
+    if softcap is None:
+        return None
+    if isinstance(softcap, bool) or not isinstance(softcap, numbers.Real):
+        raise TypeError("softcap must be a real number, got %r" % (softcap,))
+    softcap = float(softcap)
+    if not (math.isfinite(softcap) and softcap > 0):
+        raise ValueError("softcap must be positive and finite, got %r" % softcap)
+    return softcap
+
+
+def _alibi_dims(q_shape, slopes_shape):
+    """The query batch dims an ALiBi slope tensor is indexed by: [Hq] by the
+    heads, [B, Hq] by the last two batch dims."""
+    nb = len(q_shape) - 2
+    slopes_shape = tuple(_check_dim("alibi_slopes shape", d) for d in slopes_shape)
+    n = len(slopes_shape)
+    if nb < 1 or n not in (1, 2) or n > nb or slopes_shape != tuple(q_shape[nb - n:nb]):
+        raise ValueError("alibi_slopes must have shape [heads] or [batch, heads] of q's "
+                         "batch dims %s, got %s" % (tuple(q_shape[:nb]), slopes_shape))
+    return tuple(range(nb - n, nb)), slopes_shape
+
+
+def _score_mod_ir(q_shape, k_shape, bias=None, softcap=None, alibi_slopes=None):
+    """The captures [(name, shape, element type)] and the `captures(...)` and
+    `score_mod {...}` clauses of attention()'s score conveniences, in the
+    order they apply to the scaled score t: softcap·tanh(t / softcap), then
+    + bias, then − slope[h]·|i + Lk − Lq − j| (ALiBi as FlashAttention
+    defines it)."""
+    softcap = _check_softcap(softcap)
+    nb = len(q_shape) - 2
+    caps, reads = [], []
+    if bias is not None:
+        dims, cap_shape = _bias_plan(q_shape, k_shape, bias[0])
+        caps.append(("bias", cap_shape, bias[1]))
+        reads.append(dims)
+    if alibi_slopes is not None:
+        dims, shape = _alibi_dims(q_shape, alibi_slopes)
+        caps.append(("slopes", shape, "f32"))
+        reads.append(dims)
+    if not caps and softcap is None:
+        return [], "", ""
+    types = [_tensor(sh, e) for _, sh, e in caps]
+    x = ["%%x%d" % i for i in range(nb + 2)]
+    args = ", ".join(["%s: f32" % "%s"] + ["%s: index" % n for n in x] +
+                     ["%%c%d: %s" % (n, t) for n, t in enumerate(types)])
+    lines, cur = [], "%s"
+    if softcap is not None:
+        lines += ["    %%cap = arith.constant %.9e : f32" % softcap,
+                  "    %%sd = arith.divf %s, %%cap : f32" % cur,
+                  "    %th = math.tanh %sd : f32",
+                  "    %st = arith.mulf %th, %cap : f32"]
+        cur = "%st"
+    for n, ((name, shape, elt), dims) in enumerate(zip(caps, reads)):
+        read = "    %%e%d = tensor.extract %%c%d[%s] : %s" % (
+            n, n, ", ".join(x[d] for d in dims), types[n])
+        lines.append(read)
+        val = "%%e%d" % n
+        if elt != "f32":
+            lines.append("    %%w%d = arith.extf %s : %s to f32" % (n, val, elt))
+            val = "%%w%d" % n
+        if name == "bias":
+            lines.append("    %%b%d = arith.addf %s, %s : f32" % (n, cur, val))
+            cur = "%%b%d" % n
+            continue
+        # ALiBi: the key's distance from the query's diagonal (bottom-right).
+        lines += ["    %%ii = arith.index_cast %s : index to i64" % x[nb],
+                  "    %%ji = arith.index_cast %s : index to i64" % x[nb + 1],
+                  "    %if = arith.sitofp %ii : i64 to f32",
+                  "    %jf = arith.sitofp %ji : i64 to f32",
+                  "    %%off = arith.constant %.1f : f32" % float(k_shape[-2] - q_shape[-2]),
+                  "    %id = arith.addf %if, %off : f32",
+                  "    %dist = arith.subf %id, %jf : f32",
+                  "    %adist = math.absf %dist : f32",
+                  "    %%pen = arith.mulf %s, %%adist : f32" % val,
+                  "    %%a%d = arith.subf %s, %%pen : f32" % (n, cur)]
+        cur = "%%a%d" % n
+    lines.append("    flash.yield %s : f32" % cur)
+    captures = ""
+    if caps:
+        captures = " captures(%s : %s)" % (", ".join("%%%s_t" % n for n, _, _ in caps),
+                                          ", ".join(types))
+    region = " score_mod {\n  ^bb0(%s):\n%s\n  }" % (args, "\n".join(lines))
+    return caps, captures, region
 
 
 def attention_ir(q_shape, k_shape, v_shape, dtype="f32", *, scale=None, causal=False,
                  window=None, align="top_left", lse=False, dynamic=False, bias=None,
-                 name=FUNC_NAME):
+                 softcap=None, alibi_slopes=None, name=FUNC_NAME):
     """The module attention() compiles: one function in destination-passing
     style on memrefs (q, k, v, out[, lse]) with a C interface, the form both
     flash-cpu-pipeline and flash-gpu-pipeline take.
@@ -165,12 +236,16 @@ def attention_ir(q_shape, k_shape, v_shape, dtype="f32", *, scale=None, causal=F
     implies the causal bound; align places the diagonal when Lq != Lk.
     dynamic: Lq, Lk and the batch dims before the heads are `?`, so one
     compiled kernel serves every length (the memref descriptors carry them).
-    bias=(shape, dtype): an additive bias broadcast to the scores [batch...,
-    Lq, Lk], as a score_mod reading a last argument that holds the bias's
-    non-broadcast dims (its shape without the size-1 dims)."""
+    The score conveniences become one score_mod region (_score_mod_ir):
+    softcap=c; bias=(shape, dtype), an additive bias broadcast to the scores
+    [batch..., Lq, Lk], read from an argument after the outputs that holds
+    its non-broadcast dims (its shape without the size-1 dims);
+    alibi_slopes=shape ([heads] or [batch, heads], f32), read after it."""
     q_shape, k_shape, v_shape, scale = _checked_signature(q_shape, k_shape, v_shape, scale)
-    if bias is not None and dynamic:
-        raise ValueError("bias= needs static shapes (dynamic=False)")
+    if dynamic and (bias is not None or softcap is not None or alibi_slopes is not None):
+        raise ValueError("bias=, softcap= and alibi_slopes= need static shapes "
+                         "(dynamic=False)")
+    caps, captures, score_mod = _score_mod_ir(q_shape, k_shape, bias, softcap, alibi_slopes)
     o_shape = q_shape[:-1] + v_shape[-1:]
     l_shape = q_shape[:-1]
     if dynamic:
@@ -181,9 +256,7 @@ def attention_ir(q_shape, k_shape, v_shape, dtype="f32", *, scale=None, causal=F
     if lse:
         args.append(("lse", l_shape, "f32", True))
     n_out = len(args) - 3
-    if bias is not None:
-        dims, cap_shape = _bias_plan(q_shape, k_shape, bias[0])
-        args.append(("bias", cap_shape, bias[1], False))
+    args += [(n, sh, e, False) for n, sh, e in caps]
     sig = ", ".join("%%%s: %s" % (n, _memref(s, e)) for n, s, e, _ in args)
     body = []
     for n, s, e, writable in args:
@@ -195,11 +268,6 @@ def attention_ir(q_shape, k_shape, v_shape, dtype="f32", *, scale=None, causal=F
         ", ".join(_tensor(s, e) for _, s, e, _ in outs_args)
     results = ", ".join(_tensor(s, e) for _, s, e, _ in outs_args)
     res = "%r:2" if lse else "%r"
-    captures = score_mod = ""
-    if bias is not None:
-        cap = _tensor(cap_shape, bias[1])
-        captures = " captures(%%bias_t : %s)" % cap
-        score_mod = _bias_score_mod(len(q_shape), dims, cap, bias[1])
     body.append("  %s = flash.attention ins(%s) outs(%s)%s scale(%.9e)%s%s -> %s" % (
         res, ins, outs, captures, scale, _mask_clause(causal, window, align), score_mod,
         results))
@@ -212,32 +280,27 @@ def attention_ir(q_shape, k_shape, v_shape, dtype="f32", *, scale=None, causal=F
 
 
 def attention_grad_ir(q_shape, k_shape, v_shape, dtype="f32", *, scale=None, causal=False,
-                      window=None, align="top_left", bias=None, name=FUNC_NAME + "_grad"):
+                      window=None, align="top_left", bias=None, softcap=None,
+                      alibi_slopes=None, name=FUNC_NAME + "_grad"):
     """The module of attention()'s backward: flash.attention_grad in
     destination-passing style on memrefs (q, k, v, o, do, lse[, bias] -> dq, dk,
     dv[, dbias]), P recomputed from the forward's log-sum-exp. Arguments as
-    attention_ir; with bias, dbias has the capture's shape (the bias's without
-    its size-1 dims)."""
+    attention_ir; each capture (bias, alibi slopes) follows lse, and its
+    gradient follows dv, in the capture's shape (the bias's without its
+    size-1 dims)."""
     q_shape, k_shape, v_shape, scale = _checked_signature(q_shape, k_shape, v_shape, scale)
     o_shape = q_shape[:-1] + v_shape[-1:]
     ins = [("q", q_shape, dtype), ("k", k_shape, dtype), ("v", v_shape, dtype),
            ("o", o_shape, dtype), ("do", o_shape, dtype), ("lse", q_shape[:-1], "f32")]
     outs = [("dq", q_shape, dtype), ("dk", k_shape, dtype), ("dv", v_shape, dtype)]
-    caps = []
-    if bias is not None:
-        dims, cap_shape = _bias_plan(q_shape, k_shape, bias[0])
-        caps = [("bias", cap_shape, bias[1])]
-        outs.append(("dbias", cap_shape, bias[1]))
+    caps, captures, score_mod = _score_mod_ir(q_shape, k_shape, bias, softcap, alibi_slopes)
+    outs += [("d" + n, sh, e) for n, sh, e in caps]
     sig = ", ".join("%%%s: %s" % (n, _memref(s, e)) for n, s, e in ins + caps + outs)
     body = []
     for n, s, e in ins + caps + outs:
         body.append("  %%%s_t = bufferization.to_tensor %%%s restrict%s : %s to %s" % (
             n, n, " writable" if (n, s, e) in outs else "", _memref(s, e), _tensor(s, e)))
     types = lambda xs: ", ".join(_tensor(s, e) for _, s, e in xs)
-    captures = score_mod = ""
-    if caps:
-        captures = " captures(%%bias_t : %s)" % types(caps)
-        score_mod = _bias_score_mod(len(q_shape), dims, types(caps), bias[1])
     body.append("  %%r:%d = flash.attention_grad ins(%s : %s) outs(%s : %s)%s scale(%.9e)%s%s"
                 " -> %s"
                 % (len(outs), ", ".join("%%%s_t" % n for n, _, _ in ins), types(ins),
@@ -454,8 +517,18 @@ def bias_capture(q, k, bias):
     return bias.reshape(cap_shape)
 
 
+def slopes_type(slopes, kind):
+    skind, selt = _classify(slopes)
+    if skind != kind:
+        raise TypeError("alibi_slopes must be the same kind of array as q (%s), got %s"
+                        % (kind, skind))
+    if selt != "f32":
+        raise TypeError("alibi_slopes must be float32, got %s" % slopes.dtype)
+    return tuple(slopes.shape)
+
+
 def _kernel_for(q, k, v, scale, causal, window, align, return_lse, dynamic, pipeline, cache,
-                options, bias=None):
+                options, bias=None, softcap=None, alibi_slopes=None):
     """The kernel for these arrays and arguments, built or read from the
     cache, with the kind of array and the element type."""
     kinds = [_classify(x) for x in (q, k, v)]
@@ -465,8 +538,10 @@ def _kernel_for(q, k, v, scale, causal, window, align, return_lse, dynamic, pipe
     kind, elt = kinds[0]
     device = "cuda" if kind == "torch-cuda" else "cpu"
     bias_ir = None if bias is None else (tuple(bias.shape), bias_type(bias, kind, elt))
+    slopes_ir = None if alibi_slopes is None else slopes_type(alibi_slopes, kind)
     ir = attention_ir(q.shape, k.shape, v.shape, elt, scale=scale, causal=causal, window=window,
-                      align=align, lse=return_lse, dynamic=dynamic, bias=bias_ir)
+                      align=align, lse=return_lse, dynamic=dynamic, bias=bias_ir,
+                      softcap=softcap, alibi_slopes=slopes_ir)
     opts = format_options(options)
     key = (ir, device, pipeline, opts, os.environ.get("FLASH_MLIR_CACHE_DIR"))
     with _kernels_lock:
@@ -481,7 +556,7 @@ def _kernel_for(q, k, v, scale, causal, window, align, return_lse, dynamic, pipe
 
 def attention(q, k, v, *, scale=None, causal=False, window=None, align="top_left",
               return_lse=False, out=None, dynamic=False, pipeline=None, cache=True, bias=None,
-              **options):
+              softcap=None, alibi_slopes=None, **options):
     """Scaled dot-product attention through flash.attention.
 
     q [batch..., Lq, D], k [batch..., Lk, D], v [batch..., Lk, Dv]: NumPy
@@ -496,6 +571,9 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align="top_left
     mask), any array of q's kind, float32 or q's dtype, that broadcasts to
     [batch..., Lq, Lk] (each dim 1 or the scores'; e.g. [Lq, Lk], [Hq, 1, Lk]
     for ALiBi-like per-head biases); it takes part in autograd on the CPU.
+    softcap=c: the scaled scores become c·tanh(s / c) (Gemma 2), before the
+    bias. alibi_slopes: float32 [Hq] or [B, Hq], ALiBi as FlashAttention
+    defines it, − slope·|i + Lk − Lq − j| added after the bias.
     return_lse: also return the f32 row log-sum-exp. out: a
     preallocated output. dynamic: compile one kernel for all sequence lengths
     (and leading batch sizes) instead of one per shape. pipeline: override flash-cpu-pipeline /
@@ -511,29 +589,33 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align="top_left
     # Before the kernel lookup: True == 1 and 2.0 == 2 as dictionary keys.
     _check_scale(scale)
     _check_window(window)
-    if bias is not None and dynamic:
-        raise ValueError("bias= needs static shapes (dynamic=False)")
-    grads = (q, k, v) if bias is None else (q, k, v, bias)
+    softcap = _check_softcap(softcap)
+    mods = [n for n, x in (("bias", bias), ("softcap", softcap),
+                           ("alibi_slopes", alibi_slopes)) if x is not None]
+    if mods and dynamic:
+        raise ValueError("%s= needs static shapes (dynamic=False)" % mods[0])
+    grads = [x for x in (q, k, v, bias, alibi_slopes) if x is not None]
     if _requires_grad(*grads):
-        if bias is not None and any(getattr(x, "is_cuda", False) for x in grads):
+        if mods and any(getattr(x, "is_cuda", False) for x in grads):
             raise NotImplementedError(
-                "flash_mlir.attention: gradients with bias= on CUDA tensors are not "
+                "flash_mlir.attention: gradients with %s= on CUDA tensors are not "
                 "implemented yet (the GPU backward takes no score_mod); detach the inputs "
-                "or call it under torch.no_grad()")
+                "or call it under torch.no_grad()" % mods[0])
         if out is not None:
             raise ValueError("out= cannot be used when q, k or v require grad")
         from ._autograd import attention_with_grad
         return attention_with_grad(q, k, v, scale=scale, causal=causal, window=window,
                                    align=align, return_lse=return_lse, dynamic=dynamic,
                                    pipeline=pipeline, cache=cache, options=options,
-                                   bias=bias)
+                                   bias=bias, softcap=softcap, alibi_slopes=alibi_slopes)
     fast = None
     if cache:
         try:
             fast = (_array_key(q), _array_key(k), _array_key(v), scale, causal, window, align,
                     return_lse, dynamic, pipeline, tuple(options.items()),
                     os.environ.get("FLASH_MLIR_CACHE_DIR"),
-                    None if bias is None else _array_key(bias))
+                    None if bias is None else _array_key(bias), softcap,
+                    None if alibi_slopes is None else _array_key(alibi_slopes))
             hit = _fast_kernels.get(fast)
         except TypeError:  # an unhashable argument: take the general path
             fast = hit = None
@@ -543,10 +625,12 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align="top_left
         kernel, kind, elt = hit
     else:
         kernel, kind, elt = _kernel_for(q, k, v, scale, causal, window, align, return_lse,
-                                        dynamic, pipeline, cache, options, bias)
+                                        dynamic, pipeline, cache, options, bias, softcap,
+                                        alibi_slopes)
         if fast is not None:
             _fast_kernels[fast] = (kernel, kind, elt)
-    captures = () if bias is None else (bias_capture(q, k, bias),)
+    captures = tuple(c for c in (None if bias is None else bias_capture(q, k, bias),
+                                 alibi_slopes) if c is not None)
     if kind == "torch-cpu":
         import torch
         res = kernel(_host_view(q), _host_view(k), _host_view(v),
@@ -573,7 +657,7 @@ def _from_host_view(a):
 
 def prebuild(q_shape, k_shape, v_shape, dtype, *, device="cuda", scale=None, causal=False,
              window=None, align="top_left", return_lse=False, dynamic=False, pipeline=None,
-             grad=False, bias=None, **options):
+             grad=False, bias=None, softcap=None, alibi_slopes=None, **options):
     """Compiles, into the cache, the kernel attention() would run for arrays of
     these shapes and dtype ("bf16" / "bfloat16", "f16" / "float16", "f32" /
     "float32", or a torch or NumPy dtype) with these arguments, and returns its
@@ -582,7 +666,7 @@ def prebuild(q_shape, k_shape, v_shape, dtype, *, device="cuda", scale=None, cau
     attention() there finds its kernels in it.
 
     bias=(shape, dtype): the kernel of a call with a bias of that shape and
-    dtype (float32 or the dtype of q).
+    dtype (float32 or the dtype of q); softcap=c; alibi_slopes=shape.
 
     grad=True: the kernels of a call that autograd differentiates instead —
     the forward with its log-sum-exp and the backward — and returns both
@@ -604,12 +688,14 @@ def prebuild(q_shape, k_shape, v_shape, dtype, *, device="cuda", scale=None, cau
         from ._autograd import grad_library, split_options
         fwd, bwd = split_options(options, device == "cuda")
         ir = attention_ir(q_shape, k_shape, v_shape, elt, scale=scale, causal=causal,
-                          window=window, align=align, lse=True, dynamic=dynamic, bias=bias_ir)
+                          window=window, align=align, lse=True, dynamic=dynamic, bias=bias_ir,
+                          softcap=softcap, alibi_slopes=alibi_slopes)
         forward = _library_for(ir, device, pipeline, format_options(fwd))
         _, backward = grad_library(q_shape, k_shape, v_shape, elt, device, scale, causal,
-                                   window, align, pipeline, bwd, bias=bias_ir)
+                                   window, align, pipeline, bwd, bias=bias_ir,
+                                   softcap=softcap, alibi_slopes=alibi_slopes)
         return forward, backward
     ir = attention_ir(q_shape, k_shape, v_shape, elt, scale=scale, causal=causal,
                       window=window, align=align, lse=return_lse, dynamic=dynamic,
-                      bias=bias_ir)
+                      bias=bias_ir, softcap=softcap, alibi_slopes=alibi_slopes)
     return _library_for(ir, device, pipeline, format_options(options))

@@ -24,24 +24,28 @@ def split_options(options, cuda):
 
 
 def grad_library(q_shape, k_shape, v_shape, elt, device, scale, causal, window, align,
-                 pipeline, options, use_cache=True, bias=None):
-    """The path of the backward's library (built, or from the cache); bias is
-    (shape, element type) as for attention_ir."""
+                 pipeline, options, use_cache=True, bias=None, softcap=None,
+                 alibi_slopes=None):
+    """The path of the backward's library (built, or from the cache); bias,
+    softcap and alibi_slopes as for attention_ir."""
     ir = am.attention_grad_ir(q_shape, k_shape, v_shape, elt, scale=scale, causal=causal,
-                              window=window, align=align, bias=bias)
+                              window=window, align=align, bias=bias, softcap=softcap,
+                              alibi_slopes=alibi_slopes)
     return ir, am._library_for(ir, device, pipeline, format_options(options), use_cache)
 
 
-def _grad_kernel(q, k, v, elt, scale, causal, window, align, pipeline, options, bias=None):
+def _grad_kernel(q, k, v, elt, scale, causal, window, align, pipeline, options, bias=None,
+                 softcap=None, alibi_slopes=None):
     device = "cuda" if q.is_cuda else "cpu"
     key = ("grad", device, tuple(q.shape), tuple(k.shape), tuple(v.shape), elt, scale, causal,
            window, align, pipeline, tuple(options.items()), os.environ.get("FLASH_MLIR_CACHE_DIR"),
-           bias)
+           bias, softcap, alibi_slopes)
     with am._kernels_lock:
         kernel = am._kernels.get(key)
         if kernel is None:
             _, path = grad_library(q.shape, k.shape, v.shape, elt, device, scale, causal,
-                                   window, align, pipeline, options, bias=bias)
+                                   window, align, pipeline, options, bias=bias,
+                                   softcap=softcap, alibi_slopes=alibi_slopes)
             if device == "cpu":
                 from .cpu import HostLibrary
                 lib = HostLibrary(path)
@@ -59,17 +63,19 @@ def _grad_kernel(q, k, v, elt, scale, causal, window, align, pipeline, options, 
 
 class _Attention(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q, k, v, bias, cfg):
-        scale, causal, window, align, dynamic, pipeline, cache, options = cfg
+    def forward(ctx, q, k, v, bias, slopes, cfg):
+        scale, causal, window, align, dynamic, pipeline, cache, options, softcap = cfg
         options, _ = split_options(options, q.is_cuda)
         with torch.no_grad():
             o, lse = am.attention(q.detach(), k.detach(), v.detach(), scale=scale,
                                   causal=causal, window=window, align=align,
                                   return_lse=True, dynamic=dynamic, pipeline=pipeline,
                                   cache=cache, bias=None if bias is None else bias.detach(),
+                                  softcap=softcap,
+                                  alibi_slopes=None if slopes is None else slopes.detach(),
                                   **options)
-        ctx.has_bias = bias is not None
-        ctx.save_for_backward(q, k, v, o, lse, *([bias] if bias is not None else []))
+        ctx.has_bias, ctx.has_slopes = bias is not None, slopes is not None
+        ctx.save_for_backward(q, k, v, o, lse, *[x for x in (bias, slopes) if x is not None])
         ctx.cfg = cfg
         ctx.mark_non_differentiable(lse)
         return o, lse
@@ -77,34 +83,42 @@ class _Attention(torch.autograd.Function):
     @staticmethod
     def backward(ctx, do, dlse):
         q, k, v, o, lse = ctx.saved_tensors[:5]
-        bias = ctx.saved_tensors[5] if ctx.has_bias else None
-        scale, causal, window, align, _, pipeline, _, options = ctx.cfg
+        rest = list(ctx.saved_tensors[5:])
+        bias = rest.pop(0) if ctx.has_bias else None
+        slopes = rest.pop(0) if ctx.has_slopes else None
+        scale, causal, window, align, _, pipeline, _, options, softcap = ctx.cfg
         _, options = split_options(options, q.is_cuda)
         elt = am._TORCH_TYPES[str(q.dtype)]
         bias_ir = None
         if bias is not None:
             bias_ir = (tuple(bias.shape), am._TORCH_TYPES[str(bias.dtype)])
         kernel = _grad_kernel(q, k, v, elt, scale, causal, window, align, pipeline, options,
-                              bias_ir)
+                              bias_ir, softcap,
+                              None if slopes is None else tuple(slopes.shape))
         do = do.to(q.dtype).contiguous()
         dq, dk, dv = (torch.empty_like(x, memory_format=torch.contiguous_format)
                       for x in (q, k, v))
         ins = [x.detach().contiguous() for x in (q, k, v, o, do, lse)]
-        if bias is None:
-            kernel(ins + [dq, dk, dv])
-            return dq, dk, dv, None, None
         # The bias enters as its capture (without its size-1 dims); so does
         # its gradient, summed over the broadcast dims by the op.
-        cap = am.bias_capture(q, k, bias.detach()).contiguous()
-        dcap = torch.empty_like(cap)
-        kernel(ins + [cap, dq, dk, dv, dcap])
-        return dq, dk, dv, dcap.reshape(bias.shape), None
+        caps = []
+        if bias is not None:
+            caps.append(am.bias_capture(q, k, bias.detach()).contiguous())
+        if slopes is not None:
+            caps.append(slopes.detach().contiguous())
+        dcaps = [torch.empty_like(c) for c in caps]
+        kernel(ins + caps + [dq, dk, dv] + dcaps)
+        dbias = dcaps.pop(0).reshape(bias.shape) if bias is not None else None
+        dslopes = dcaps.pop(0) if slopes is not None else None
+        return dq, dk, dv, dbias, dslopes, None
 
 
 def attention_with_grad(q, k, v, *, scale, causal, window, align, return_lse, dynamic,
-                        pipeline, cache, options, bias=None):
+                        pipeline, cache, options, bias=None, softcap=None,
+                        alibi_slopes=None):
     """The forward honours every keyword of attention(); the backward kernel
     is built for the arrays' shapes (and cached like every kernel)."""
-    o, lse = _Attention.apply(q, k, v, bias, (scale, causal, window, align, dynamic, pipeline,
-                                              cache, options))
+    o, lse = _Attention.apply(q, k, v, bias, alibi_slopes,
+                              (scale, causal, window, align, dynamic, pipeline, cache, options,
+                               softcap))
     return (o, lse) if return_lse else o
