@@ -30,6 +30,7 @@
 #include "mlir/Dialect/Arith/Utils/Utils.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 
+#include <array>
 #include <functional>
 #include <limits>
 
@@ -201,6 +202,34 @@ struct GradTiler : LinalgBuilder {
                                           strides);
   }
 
+  /// Rows [i0, i0 + rows) of Q, dO, the LSE and delta at `qBatch`.
+  std::array<Value, 4> queryTiles(Value delta, ValueRange qBatch, Value i0,
+                                  Value rows) {
+    return {slice(op.getQuery(), qBatch, i0, rows),
+            slice(op.getGradOut(), qBatch, i0, rows),
+            slice(op.getLse(), qBatch, i0, rows),
+            slice(delta, qBatch, i0, rows)};
+  }
+
+  /// [begin, end) key blocks that query rows [i0, i0 + rows) see:
+  /// j <= i + off (causal), j > i + off - W (window).
+  std::pair<Value, Value> visibleKeyBlocks(Value i0, Value rows) {
+    MaskAttr mask = op.getMaskOrNone();
+    Value nK = arith::CeilDivUIOp::create(b, loc, lk, cIdx(bk));
+    Value kbBegin = cIdx(0), kbEnd = nK;
+    if (!mask.isNone()) {
+      Value hi = add(add(i0, rows), diagOff); // exclusive last visible key
+      hi = maxS(cIdx(0), minS(hi, lk));
+      kbEnd = arith::CeilDivUIOp::create(b, loc, hi, cIdx(bk));
+      if (mask.getKind() == MaskKind::SlidingWindow) {
+        Value lo = maxS(cIdx(0), add(add(i0, diagOff),
+                                     cIdx(1 - mask.getWindow())));
+        kbBegin = minS(arith::DivUIOp::create(b, loc, lo, cIdx(bk)), kbEnd);
+      }
+    }
+    return {kbBegin, kbEnd};
+  }
+
   /// The gradients of the float captures: each tile (the visible ones, in
   /// one sequential walk over batch..., query blocks, key blocks, so the
   /// sums need no atomics and come out the same every run) recomputed once
@@ -216,7 +245,6 @@ struct GradTiler : LinalgBuilder {
       accs.push_back(
           filled(tensor::getMixedSizes(b, loc, op.getCaptures()[c]), 0.0));
     }
-    MaskAttr mask = op.getMaskOrNone();
     SmallVector<Value> qBatch;
     std::function<SmallVector<Value>(int64_t, ValueRange)> walk =
         [&](int64_t d, ValueRange iter) -> SmallVector<Value> {
@@ -246,22 +274,11 @@ struct GradTiler : LinalgBuilder {
             b.setInsertionPoint(qb.getInsertionBlock(), qb.getInsertionPoint());
             Value i0 = mulC(iq, bq);
             Value rows = minS(cIdx(bq), sub(lq, i0));
-            Value qT = slice(op.getQuery(), qBatch, i0, rows);
-            Value doT = slice(op.getGradOut(), qBatch, i0, rows);
-            Value lseT = slice(op.getLse(), qBatch, i0, rows);
-            Value deltaT = slice(delta, qBatch, i0, rows);
-            Value nK = arith::CeilDivUIOp::create(b, loc, lk, cIdx(bk));
-            Value kbBegin = cIdx(0), kbEnd = nK;
-            if (!mask.isNone()) {
-              Value hi = maxS(cIdx(0), minS(add(add(i0, rows), diagOff), lk));
-              kbEnd = arith::CeilDivUIOp::create(b, loc, hi, cIdx(bk));
-              if (mask.getKind() == MaskKind::SlidingWindow) {
-                Value lo = maxS(cIdx(0), add(add(i0, diagOff),
-                                             cIdx(1 - mask.getWindow())));
-                kbBegin =
-                    minS(arith::DivUIOp::create(b, loc, lo, cIdx(bk)), kbEnd);
-              }
-            }
+            std::array<Value, 4> tiles = queryTiles(delta, qBatch, i0, rows);
+            Value qT = tiles[0], doT = tiles[1], lseT = tiles[2],
+                  deltaT = tiles[3];
+            std::pair<Value, Value> kbs = visibleKeyBlocks(i0, rows);
+            Value kbBegin = kbs.first, kbEnd = kbs.second;
             auto kLoop = scf::ForOp::create(
                 b, loc, kbBegin, kbEnd, cIdx(1), accQ,
                 [&](OpBuilder &kb, Location kl, Value ik, ValueRange acc) {
@@ -450,23 +467,10 @@ struct GradTiler : LinalgBuilder {
             arith::DivUIOp::create(b, loc, qBatch[nb - 1], cIdx(group));
       Value i0 = mulC(ivs[nb], bq);
       Value rows = minS(cIdx(bq), sub(lq, i0));
-      Value qT = slice(op.getQuery(), qBatch, i0, rows);
-      Value doT = slice(op.getGradOut(), qBatch, i0, rows);
-      Value lseT = slice(op.getLse(), qBatch, i0, rows);
-      Value deltaT = slice(delta, qBatch, i0, rows);
-      // Key blocks these rows see: j <= i + off (causal), j > i + off - W.
-      Value nK = arith::CeilDivUIOp::create(b, loc, lk, cIdx(bk));
-      Value kbBegin = cIdx(0), kbEnd = nK;
-      if (!mask.isNone()) {
-        Value hi = add(add(i0, rows), diagOff); // exclusive last visible key
-        hi = maxS(cIdx(0), minS(hi, lk));
-        kbEnd = arith::CeilDivUIOp::create(b, loc, hi, cIdx(bk));
-        if (mask.getKind() == MaskKind::SlidingWindow) {
-          Value lo = maxS(cIdx(0), add(add(i0, diagOff),
-                                       cIdx(1 - mask.getWindow())));
-          kbBegin = minS(arith::DivUIOp::create(b, loc, lo, cIdx(bk)), kbEnd);
-        }
-      }
+      std::array<Value, 4> tiles = queryTiles(delta, qBatch, i0, rows);
+      Value qT = tiles[0], doT = tiles[1], lseT = tiles[2], deltaT = tiles[3];
+      std::pair<Value, Value> kbs = visibleKeyBlocks(i0, rows);
+      Value kbBegin = kbs.first, kbEnd = kbs.second;
       SmallVector<OpFoldResult> dqShape = {rows, qShape[nb + 1]};
       auto blocks = scf::ForOp::create(
           b, loc, kbBegin, kbEnd, cIdx(1), ValueRange{filled(dqShape, 0.0)},

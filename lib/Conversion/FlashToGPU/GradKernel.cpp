@@ -111,15 +111,9 @@ gpu::GPUFuncOp gpu_lowering::buildGradKernel(OpBuilder &ob, Location loc,
         dv = entry.getArgument(8), group = entry.getArgument(9),
         kvbhCount = entry.getArgument(10);
 
-  auto wg = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
-  Value smem = gpu::DynamicSharedMemoryOp::create(
-      b, MemRefType::get({ShapedType::kDynamic}, b.getI8Type(),
-                         MemRefLayoutAttrInterface(), wg));
+  DynamicSmem smem(b);
   auto view = [&](ArrayRef<int64_t> shape, Type t, int64_t offset) {
-    return memref::ViewOp::create(
-               b, MemRefType::get(shape, t, MemRefLayoutAttrInterface(), wg),
-               smem, constIdx(b, offset), ValueRange{})
-        .getResult();
+    return smem.view(b, shape, t, offset);
   };
   GradSmem lay(cfg);
   Value kT = view({Bc, D + kPad}, elem, lay.k);
@@ -427,13 +421,7 @@ gpu::GPUFuncOp gpu_lowering::buildGradKernel(OpBuilder &ob, Location loc,
                   arith::AddIOp::create(ib, atRow, constIdx(ib, 16 * n16));
               SmallVector<Value, 4> bRegs = ldmatrixX4(
                   ib, bTile, ValueRange{st, row, bCol}, /*transpose=*/false);
-              for (int64_t h = 0; h < 2; ++h) {
-                int64_t n8 = 2 * n16 + h;
-                SmallVector<Value, 4> c =
-                    mmaSync(ib, elem, a, ArrayRef<Value>(bRegs).slice(2 * h, 2),
-                            ArrayRef<Value>(s).slice(4 * n8, 4));
-                std::copy(c.begin(), c.end(), s.begin() + 4 * n8);
-              }
+              mmaSyncPair(ib, elem, a, bRegs, s, n16);
             }
           }
           return s;
@@ -513,14 +501,8 @@ gpu::GPUFuncOp gpu_lowering::buildGradKernel(OpBuilder &ob, Location loc,
                              arith::AddIOp::create(ib, aCol,
                                                    constIdx(ib, 16 * n16))},
                   /*transpose=*/true);
-              for (int64_t h = 0; h < 2; ++h) {
-                int64_t n8 = 2 * n16 + h;
-                SmallVector<Value, 4> c = mmaSync(
-                    ib, elem, ArrayRef<Value>(aFrag).slice(4 * kk, 4),
-                    ArrayRef<Value>(bRegs).slice(2 * h, 2),
-                    ArrayRef<Value>(out).slice(4 * n8, 4));
-                std::copy(c.begin(), c.end(), out.begin() + 4 * n8);
-              }
+              mmaSyncPair(ib, elem, ArrayRef<Value>(aFrag).slice(4 * kk, 4),
+                          bRegs, out, n16);
             }
           }
         };
@@ -566,13 +548,7 @@ gpu::GPUFuncOp gpu_lowering::buildGradKernel(OpBuilder &ob, Location loc,
                 arith::AddIOp::create(ib, aCol, constIdx(ib, 16 * n16)));
             SmallVector<Value, 4> bRegs =
                 ldmatrixX4(ib, kT, ValueRange{row, col}, /*transpose=*/true);
-            for (int64_t h = 0; h < 2; ++h) {
-              int64_t n8 = 2 * n16 + h;
-              SmallVector<Value, 4> c =
-                  mmaSync(ib, elem, a, ArrayRef<Value>(bRegs).slice(2 * h, 2),
-                          ArrayRef<Value>(dq).slice(4 * n8, 4));
-              std::copy(c.begin(), c.end(), dq.begin() + 4 * n8);
-            }
+            mmaSyncPair(ib, elem, a, bRegs, dq, n16);
           }
         }
         Value rowBase = arith::AddIOp::create(ib, dqRow, g);

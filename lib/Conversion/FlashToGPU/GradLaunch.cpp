@@ -19,13 +19,6 @@ using namespace mlir;
 using namespace mlir::flash;
 using namespace mlir::flash::gpu_lowering;
 
-/// The memref a tensor operand was read from, or null.
-static Value bufferOf(Value tensor) {
-  if (auto tt = tensor.getDefiningOp<bufferization::ToTensorOp>())
-    return tt.getBuffer();
-  return Value();
-}
-
 FailureOr<GradOperandBuffers>
 gpu_lowering::gradOperandBuffers(AttentionGradOp op) {
   GradOperandBuffers bufs;
@@ -40,16 +33,10 @@ gpu_lowering::gradOperandBuffers(AttentionGradOp op) {
       {op.getGradKeyInit(), "dk init", &bufs.dk},
       {op.getGradValueInit(), "dv init", &bufs.dv}};
   for (auto [t, what, dst] : operands) {
-    Value m = bufferOf(t);
-    if (!m)
-      return op.emitOpError("convert-flash-to-gpu: ")
-             << what
-             << " must be a bufferization.to_tensor of a device memref "
-                "(write the function in destination-passing style)";
-    if (!cast<MemRefType>(m.getType()).getLayout().isIdentity())
-      return op.emitOpError("convert-flash-to-gpu: ")
-             << what << " must have the identity (row-major) layout";
-    *dst = m;
+    FailureOr<Value> m = deviceBuffer(op, t, what);
+    if (failed(m))
+      return failure();
+    *dst = *m;
   }
   return bufs;
 }
@@ -121,19 +108,6 @@ gpu_lowering::gradKernelConfig(AttentionGradOp op,
   return cfg;
 }
 
-/// [b..., rest...] as [prod(b), rest...] with dynamic sizes, so kernels
-/// depend on the head dims only.
-static Value dynamicView(ImplicitLocOpBuilder &b, Value m, int64_t nb) {
-  Value c = collapseBatchDims(b, m, nb);
-  auto t = cast<MemRefType>(c.getType());
-  SmallVector<int64_t> shape(t.getShape());
-  for (size_t i = 0; i < shape.size() && i < 2; ++i)
-    shape[i] = ShapedType::kDynamic;
-  return memref::CastOp::create(b, MemRefType::get(shape, t.getElementType()),
-                                c)
-      .getResult();
-}
-
 LogicalResult gpu_lowering::lowerAttentionGrad(RewriterBase &rewriter,
                                                AttentionGradOp op,
                                                const GradOperandBuffers &bufs,
@@ -145,11 +119,11 @@ LogicalResult gpu_lowering::lowerAttentionGrad(RewriterBase &rewriter,
   rewriter.setInsertionPoint(op);
   ImplicitLocOpBuilder b(loc, rewriter);
   int64_t nb = op.getNumBatchDims();
-  Value q = dynamicView(b, bufs.q, nb), k = dynamicView(b, bufs.k, nb),
-        v = dynamicView(b, bufs.v, nb), o = dynamicView(b, bufs.o, nb),
-        dO = dynamicView(b, bufs.dO, nb), lse = dynamicView(b, bufs.lse, nb),
-        dq = dynamicView(b, bufs.dq, nb), dk = dynamicView(b, bufs.dk, nb),
-        dv = dynamicView(b, bufs.dv, nb);
+  Value q = dynamicOuterView(b, bufs.q, nb), k = dynamicOuterView(b, bufs.k, nb),
+        v = dynamicOuterView(b, bufs.v, nb), o = dynamicOuterView(b, bufs.o, nb),
+        dO = dynamicOuterView(b, bufs.dO, nb), lse = dynamicOuterView(b, bufs.lse, nb),
+        dq = dynamicOuterView(b, bufs.dq, nb), dk = dynamicOuterView(b, bufs.dk, nb),
+        dv = dynamicOuterView(b, bufs.dv, nb);
   Value zero = constIdx(b, 0), one = constIdx(b, 1);
   Value bhCount = memref::DimOp::create(b, q, 0);
   Value kvbhCount = memref::DimOp::create(b, k, 0);

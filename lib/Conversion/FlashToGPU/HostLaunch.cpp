@@ -20,11 +20,19 @@ using namespace mlir;
 using namespace mlir::flash;
 using namespace mlir::flash::gpu_lowering;
 
-/// The memref a tensor operand was read from, or null.
-static Value bufferOf(Value tensor) {
-  if (auto tt = tensor.getDefiningOp<bufferization::ToTensorOp>())
-    return tt.getBuffer();
-  return Value();
+FailureOr<Value> gpu_lowering::deviceBuffer(Operation *op, Value tensor,
+                                            StringRef what) {
+  auto tt = tensor.getDefiningOp<bufferization::ToTensorOp>();
+  if (!tt)
+    return op->emitOpError("convert-flash-to-gpu: ")
+           << what
+           << " must be a bufferization.to_tensor of a device memref "
+              "(write the function in destination-passing style)";
+  Value m = tt.getBuffer();
+  if (!cast<MemRefType>(m.getType()).getLayout().isIdentity())
+    return op->emitOpError("convert-flash-to-gpu: ")
+           << what << " must have the identity (row-major) layout";
+  return m;
 }
 
 FailureOr<OperandBuffers> gpu_lowering::operandBuffers(AttentionOp op) {
@@ -37,17 +45,8 @@ FailureOr<OperandBuffers> gpu_lowering::operandBuffers(AttentionOp op) {
         "query_len) is not supported by the GPU kernels; lower the untiled "
         "op, or tile for the CPU path");
   // Destination-passing style: every tensor is a view of a device buffer.
-  auto need = [&](Value t, StringRef what) -> FailureOr<Value> {
-    Value m = bufferOf(t);
-    if (!m)
-      return op.emitOpError("convert-flash-to-gpu: ")
-             << what
-             << " must be a bufferization.to_tensor of a device memref "
-                "(write the function in destination-passing style)";
-    if (!cast<MemRefType>(m.getType()).getLayout().isIdentity())
-      return op.emitOpError("convert-flash-to-gpu: ")
-             << what << " must have the identity (row-major) layout";
-    return m;
+  auto need = [&](Value t, StringRef what) {
+    return deviceBuffer(op, t, what);
   };
   OperandBuffers bufs;
   std::tuple<Value, StringRef, Value *> operands[] = {

@@ -109,6 +109,9 @@ struct OperandBuffers {
 };
 /// Reads them off the op, or emits why it cannot be lowered.
 FailureOr<OperandBuffers> operandBuffers(AttentionOp op);
+/// The row-major memref `tensor` (operand `what` of `op`) is a view of, or
+/// the diagnostic that the function is not in destination-passing style.
+FailureOr<Value> deviceBuffer(Operation *op, Value tensor, StringRef what);
 
 /// A new gpu.module for the op's kernels at the end of its module (`mb` is
 /// left inside it), named after the first free `flash_attention_<n>`.
@@ -188,6 +191,21 @@ gpu::GPUFuncOp createMemrefKernelFunc(ImplicitLocOpBuilder &b,
                                       ArrayRef<Type> workgroup,
                                       ArrayRef<Type> privates, int64_t threads,
                                       StringRef name = "kernel");
+
+/// A kernel's dynamic shared memory, carved into typed views at byte
+/// offsets (each 16-byte aligned by the caller's layout).
+struct DynamicSmem {
+  Value base;
+  gpu::AddressSpaceAttr space;
+  explicit DynamicSmem(ImplicitLocOpBuilder &b);
+  Value view(ImplicitLocOpBuilder &b, ArrayRef<int64_t> shape, Type type,
+             int64_t offset) const;
+};
+
+/// [batch..., rest...] as [prod(batch), rest...] with the outer sizes (both
+/// for a rank-2 [batch·heads, L] view) dynamic, so a kernel's signature
+/// depends on the head dims only.
+Value dynamicOuterView(ImplicitLocOpBuilder &b, Value m, int64_t nb);
 
 /// Their kernel arguments, in order: q, k, v, out as [batch·heads, L, D]
 /// memrefs with dynamic outer sizes, [lse as [batch·heads, Lq]], hkv (the

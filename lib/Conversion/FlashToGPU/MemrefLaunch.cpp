@@ -9,6 +9,7 @@
 #include "KernelStrategies.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 
@@ -62,6 +63,36 @@ gpu::GPUFuncOp gpu_lowering::createMemrefKernelFunc(
   return fn;
 }
 
+DynamicSmem::DynamicSmem(ImplicitLocOpBuilder &b)
+    : space(gpu::AddressSpaceAttr::get(b.getContext(),
+                                       gpu::AddressSpace::Workgroup)) {
+  base = gpu::DynamicSharedMemoryOp::create(
+      b, MemRefType::get({ShapedType::kDynamic}, b.getI8Type(),
+                         MemRefLayoutAttrInterface(), space));
+}
+
+Value DynamicSmem::view(ImplicitLocOpBuilder &b, ArrayRef<int64_t> shape,
+                        Type type, int64_t offset) const {
+  return memref::ViewOp::create(
+             b, MemRefType::get(shape, type, MemRefLayoutAttrInterface(), space),
+             base, constIdx(b, offset), ValueRange{})
+      .getResult();
+}
+
+Value gpu_lowering::dynamicOuterView(ImplicitLocOpBuilder &b, Value m,
+                                     int64_t nb) {
+  Value c = collapseBatchDims(b, m, nb);
+  auto t = cast<MemRefType>(c.getType());
+  SmallVector<int64_t> shape(t.getShape());
+  for (size_t i = 0; i + 1 < shape.size(); ++i)
+    shape[i] = ShapedType::kDynamic;
+  if (t.getRank() == 2) // lse: [batch·heads, Lq]
+    shape.back() = ShapedType::kDynamic;
+  return memref::CastOp::create(b, MemRefType::get(shape, t.getElementType()),
+                                c)
+      .getResult();
+}
+
 MemrefKernelArgs::MemrefKernelArgs(Block &entry, const MemrefKernelSpec &spec) {
   unsigned a = 0;
   q = entry.getArgument(a++);
@@ -80,20 +111,7 @@ MemrefKernelArgs::MemrefKernelArgs(Block &entry, const MemrefKernelSpec &spec) {
 MemrefLaunchArgs gpu_lowering::memrefLaunchArgs(ImplicitLocOpBuilder &b,
                                                 const OperandBuffers &bufs,
                                                 int64_t nb) {
-  // [batch..., L, D] views as [batch·heads, L, D] with dynamic outer sizes,
-  // so the kernel's signature depends on the head dims only.
-  auto dynamicOuter = [&](Value m) {
-    Value c = collapseBatchDims(b, m, nb);
-    auto t = cast<MemRefType>(c.getType());
-    SmallVector<int64_t> shape(t.getShape());
-    for (size_t i = 0; i + 1 < shape.size(); ++i)
-      shape[i] = ShapedType::kDynamic;
-    if (t.getRank() == 2) // lse: [batch·heads, Lq]
-      shape.back() = ShapedType::kDynamic;
-    return memref::CastOp::create(
-               b, MemRefType::get(shape, t.getElementType()), c)
-        .getResult();
-  };
+  auto dynamicOuter = [&](Value m) { return dynamicOuterView(b, m, nb); };
   MemrefLaunchArgs r;
   r.args = {dynamicOuter(bufs.q), dynamicOuter(bufs.k), dynamicOuter(bufs.v),
             dynamicOuter(bufs.out)};

@@ -64,15 +64,17 @@ Value gpu_lowering::packPair(ImplicitLocOpBuilder &b, Value lo, Value hi) {
   return vector::ExtractOp::create(b, c, ArrayRef<int64_t>{0});
 }
 
-SmallVector<Value, 2> gpu_lowering::ldmatrixB(ImplicitLocOpBuilder &b,
-                                              Value tile, ValueRange indices,
-                                              bool transpose) {
+/// `tiles` 8×8 matrices of 16-bit elements with one ldmatrix, as one 32-bit
+/// register per matrix.
+static SmallVector<Value, 4> ldmatrix(ImplicitLocOpBuilder &b, Value tile,
+                                      ValueRange indices, bool transpose,
+                                      int64_t tiles) {
   Type elem = cast<MemRefType>(tile.getType()).getElementType();
   Value m = nvgpu::LdMatrixOp::create(
-      b, VectorType::get({2, 2}, elem), tile, indices,
-      b.getBoolAttr(transpose), b.getI32IntegerAttr(2));
-  SmallVector<Value, 2> regs;
-  for (int64_t i = 0; i < 2; ++i) {
+      b, VectorType::get({tiles, 2}, elem), tile, indices,
+      b.getBoolAttr(transpose), b.getI32IntegerAttr(tiles));
+  SmallVector<Value, 4> regs;
+  for (int64_t i = 0; i < tiles; ++i) {
     Value v = vector::ExtractOp::create(b, m, ArrayRef<int64_t>{i});
     Value c = vector::BitCastOp::create(
         b, VectorType::get({1}, b.getI32Type()), v);
@@ -81,21 +83,17 @@ SmallVector<Value, 2> gpu_lowering::ldmatrixB(ImplicitLocOpBuilder &b,
   return regs;
 }
 
+SmallVector<Value, 2> gpu_lowering::ldmatrixB(ImplicitLocOpBuilder &b,
+                                              Value tile, ValueRange indices,
+                                              bool transpose) {
+  SmallVector<Value, 4> regs = ldmatrix(b, tile, indices, transpose, 2);
+  return SmallVector<Value, 2>(regs.begin(), regs.end());
+}
+
 SmallVector<Value, 4> gpu_lowering::ldmatrixX4(ImplicitLocOpBuilder &b,
                                                Value tile, ValueRange indices,
                                                bool transpose) {
-  Type elem = cast<MemRefType>(tile.getType()).getElementType();
-  Value m = nvgpu::LdMatrixOp::create(
-      b, VectorType::get({4, 2}, elem), tile, indices,
-      b.getBoolAttr(transpose), b.getI32IntegerAttr(4));
-  SmallVector<Value, 4> regs;
-  for (int64_t i = 0; i < 4; ++i) {
-    Value v = vector::ExtractOp::create(b, m, ArrayRef<int64_t>{i});
-    Value c = vector::BitCastOp::create(
-        b, VectorType::get({1}, b.getI32Type()), v);
-    regs.push_back(vector::ExtractOp::create(b, c, ArrayRef<int64_t>{0}));
-  }
-  return regs;
+  return ldmatrix(b, tile, indices, transpose, 4);
 }
 
 SmallVector<Value, 4> gpu_lowering::mmaSync(ImplicitLocOpBuilder &b, Type elem,
@@ -128,6 +126,17 @@ SmallVector<Value, 4> gpu_lowering::mmaSync(ImplicitLocOpBuilder &b, Type elem,
   return out;
 }
 
+void gpu_lowering::mmaSyncPair(ImplicitLocOpBuilder &b, Type elem,
+                               ArrayRef<Value> a, ArrayRef<Value> bPair,
+                               SmallVectorImpl<Value> &acc, int64_t n16) {
+  for (int64_t h = 0; h < 2; ++h) {
+    int64_t n8 = 2 * n16 + h;
+    SmallVector<Value, 4> c =
+        mmaSync(b, elem, a, bPair.slice(2 * h, 2),
+                ArrayRef<Value>(acc).slice(4 * n8, 4));
+    std::copy(c.begin(), c.end(), acc.begin() + 4 * n8);
+  }
+}
 
 SmallVector<Value> gpu_lowering::loadQueryFragments(ImplicitLocOpBuilder &b,
                                                     Value q, const Value bh[2],

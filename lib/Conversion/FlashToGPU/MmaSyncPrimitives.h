@@ -58,6 +58,12 @@ SmallVector<Value, 4> mmaSync(ImplicitLocOpBuilder &b, Type elem,
                               ArrayRef<Value> a, ArrayRef<Value> bRegs,
                               ArrayRef<Value> acc);
 
+/// The two mmas of n-blocks 2·n16 and 2·n16 + 1 of `acc` (m16n8 fragments
+/// of 4, in place) with one A and an ldmatrixX4 pair of B operands.
+void mmaSyncPair(ImplicitLocOpBuilder &b, Type elem, ArrayRef<Value> a,
+                 ArrayRef<Value> bPair, SmallVectorImpl<Value> &acc,
+                 int64_t n16);
+
 /// The A fragments of 16 query rows from global memory: per 16 columns
 /// a0 = (row0, 2t..2t+1), a1 = (row1, 2t..), a2 = (row0, 2t+8..),
 /// a3 = (row1, 2t+8..), with `row0`/`row1` this thread's rows g and g + 8

@@ -177,15 +177,9 @@ gpu::GPUFuncOp gpu_lowering::buildSplitKVKernel(OpBuilder &ob, Location loc,
 
   // The ring: K tiles [S][T][D + pad] then V tiles [S][T][Dv + pad], in
   // dynamic shared memory; after the loop it holds the warps' partials.
-  auto wg = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
-  Value smem = gpu::DynamicSharedMemoryOp::create(
-      b, MemRefType::get({ShapedType::kDynamic}, b.getI8Type(),
-                         MemRefLayoutAttrInterface(), wg));
+  DynamicSmem smem(b);
   auto view = [&](ArrayRef<int64_t> shape, Type t, int64_t offset) {
-    return memref::ViewOp::create(
-               b, MemRefType::get(shape, t, MemRefLayoutAttrInterface(), wg),
-               smem, constIdx(b, offset), ValueRange{})
-        .getResult();
+    return smem.view(b, shape, t, offset);
   };
   Value kRing = view({S, T, D + kPad}, elem, 0);
   Value vRing = view({S, T, Dv + kPad}, elem, S * T * (D + kPad) * 2);
