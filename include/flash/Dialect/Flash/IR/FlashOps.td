@@ -271,6 +271,101 @@ def Flash_AttentionGradOp : Flash_Op<"attention_grad", [
   }];
 }
 
+def Flash_PagedAttentionOp : Flash_Op<"paged_attention", [
+    DestinationStyleOpInterface,
+    Pure,
+    DeclareOpInterfaceMethods<ReifyRankedShapedTypeOpInterface, ["reifyResultShapes"]>]> {
+  let summary = "attention of new queries against a paged KV cache";
+  let description = [{
+    Decoding reads K and V from a cache that is allocated in fixed-size
+    pages, as serving engines keep it (vLLM, FlashInfer): `key_cache` and
+    `value_cache` are a pool of pages `[num_pages, page_size, Hkv, D]` /
+    `[..., Dv]`, and sequence `b` owns the pages `block_table[b, 0..]` in
+    order and its first `seq_lens[b]` positions. For every batch index `b`,
+    query head `h` and row `i` of `query [B, Hq, Lq, D]`, with
+    `n = clamp(seq_lens[b], 0, max_pages * page_size)` and `G = Hq / Hkv`:
+
+    ```
+    key j  (0 <= j < n) = key_cache[page(b, j), j mod page_size, h / G, :]
+    page(b, j)          = clamp(block_table[b, j / page_size], 0, num_pages - 1)
+    out[b, h, i]        = attention of query[b, h, i] over those keys and
+                          the values at the same places, scaled by `scale`
+    lse[b, h, i]        = their log-sum-exp (-inf when no key is visible)
+    ```
+
+    The `Lq` queries are the last `Lq` positions of their sequence, so a
+    mask is `bottom_right` and aligns to each sequence's own length:
+    `causal` lets row `i` see keys `j <= i + n - Lq`. Positions past `n`
+    are never read as keys; the clamps make a block table that points
+    anywhere read inside the pool (the result is then the caller's
+    garbage, never an out-of-bounds access). A row that sees no key gives
+    0 and lse = -inf. `block_table` and `seq_lens` are i32, as the engines
+    store them. Accumulation is f32.
+
+    ```mlir
+    %o, %lse = flash.paged_attention
+        ins(%q, %kc, %vc : tensor<4x32x1x128xbf16>, tensor<512x16x8x128xbf16>,
+            tensor<512x16x8x128xbf16>)
+        pages(%table, %lens : tensor<4x64xi32>, tensor<4xi32>)
+        outs(%init, %lse0 : tensor<4x32x1x128xbf16>, tensor<4x32x1xf32>)
+        scale(0.0883883) mask(causal, bottom_right)
+        -> tensor<4x32x1x128xbf16>, tensor<4x32x1xf32>
+    ```
+  }];
+
+  let arguments = (ins
+    AnyRankedTensor:$query,
+    AnyRankedTensor:$key_cache,
+    AnyRankedTensor:$value_cache,
+    AnyRankedTensor:$block_table,
+    AnyRankedTensor:$seq_lens,
+    Variadic<AnyRankedTensor>:$inits,
+    F32Attr:$scale,
+    OptionalAttr<Flash_MaskAttr>:$mask);
+  let results = (outs Variadic<AnyRankedTensor>:$results);
+
+  let assemblyFormat = [{
+    `ins` `(` $query `,` $key_cache `,` $value_cache `:` type($query) `,`
+      type($key_cache) `,` type($value_cache) `)`
+    `pages` `(` $block_table `,` $seq_lens `:` type($block_table) `,`
+      type($seq_lens) `)`
+    `outs` `(` $inits `:` type($inits) `)`
+    `scale` `(` custom<Scale>($scale) `)`
+    (`mask` `(` custom<MaskClause>($mask)^ `)`)?
+    attr-dict
+    `->` type($results)
+  }];
+
+  let hasVerifier = 1;
+
+  let extraClassDeclaration = [{
+    RankedTensorType getQueryType() {
+      return ::llvm::cast<RankedTensorType>(getQuery().getType());
+    }
+    RankedTensorType getKeyCacheType() {
+      return ::llvm::cast<RankedTensorType>(getKeyCache().getType());
+    }
+    RankedTensorType getValueCacheType() {
+      return ::llvm::cast<RankedTensorType>(getValueCache().getType());
+    }
+    RankedTensorType getBlockTableType() {
+      return ::llvm::cast<RankedTensorType>(getBlockTable().getType());
+    }
+    Value getOutputInit() { return getInits()[0]; }
+    RankedTensorType getOutputType() {
+      return ::llvm::cast<RankedTensorType>(getOutputInit().getType());
+    }
+    bool hasLse() { return getInits().size() == 2; }
+    Value getLseInit() { return hasLse() ? getInits()[1] : Value(); }
+    /// Keys per page (dim 1 of the caches).
+    int64_t getPageSize() { return getKeyCacheType().getDimSize(1); }
+    /// The mask, with an absent attribute read as `none`.
+    MaskAttr getMaskOrNone();
+
+    MutableOperandRange getDpsInitsMutable() { return getInitsMutable(); }
+  }];
+}
+
 def Flash_YieldOp : Flash_Op<"yield", [Pure, ReturnLike, Terminator,
                                        ParentOneOf<["AttentionOp", "AttentionGradOp"]>]> {
   let summary = "yields the modified score of a score_mod region";
