@@ -28,6 +28,8 @@ void mlir::flash::buildFlashCPUPipeline(
     pm.addNestedPass<func::FuncOp>(createFlashRaiseAttentionPass());
     addTextual(pm, "canonicalize");
   }
+  // A paged KV cache is gathered into the contiguous form first.
+  pm.addPass(createFlashUnpageAttentionPass());
   if (options.reference) {
     pm.addPass(createFlashDecomposeAttentionPass());
   } else {

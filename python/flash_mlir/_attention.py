@@ -13,7 +13,7 @@ from . import _capi, cache
 from ._capi import FlashError
 from .compiler import format_options
 
-__all__ = ["attention", "attention_ir", "prebuild", "AttentionKernel", "FUNC_NAME"]
+__all__ = ["attention", "attention_ir", "paged_attention_ir", "prebuild", "AttentionKernel", "FUNC_NAME"]
 
 FUNC_NAME = "flash_attention"
 CPU_PIPELINE = "flash-cpu-pipeline"
@@ -279,6 +279,52 @@ def attention_ir(q_shape, k_shape, v_shape, dtype="f32", *, scale=None, causal=F
             % (name, sig, "\n".join(body)))
 
 
+def paged_attention_ir(q_shape, cache_k_shape, cache_v_shape, table_shape, dtype="f32", *,
+                       scale=None, causal=False, window=None, lse=False, name=FUNC_NAME):
+    """The module of attention() against a paged KV cache: flash.paged_attention
+    in destination-passing style on memrefs (q, k_cache, v_cache, out[, lse],
+    block_table, seq_lens). q [B, Hq, Lq, D]; caches [num_pages, page_size,
+    Hkv, D] / [..., Dv]; block_table [B, max_pages] and seq_lens [B], i32. A
+    mask (causal, window) sits at each sequence's own diagonal: the Lq
+    queries are its last Lq positions."""
+    q_shape, k_shape, v_shape, scale = _checked_signature(q_shape, cache_k_shape,
+                                                          cache_v_shape, scale)
+    table_shape = tuple(_check_dim("block_table", d) for d in table_shape)
+    if len(q_shape) != 4:
+        raise ValueError("with block_table=, q must be [B, Hq, Lq, D], got %s" % (q_shape,))
+    for what, sh in (("k", k_shape), ("v", v_shape)):
+        if len(sh) != 4:
+            raise ValueError("with block_table=, %s must be a paged cache [num_pages, "
+                             "page_size, Hkv, D], got %s" % (what, sh))
+    if len(table_shape) != 2:
+        raise ValueError("block_table must be [B, max_pages], got %s" % (table_shape,))
+    o_shape = q_shape[:-1] + v_shape[-1:]
+    args = [("q", q_shape, dtype, False), ("k", k_shape, dtype, False),
+            ("v", v_shape, dtype, False), ("o", o_shape, dtype, True)]
+    if lse:
+        args.append(("lse", q_shape[:-1], "f32", True))
+    outs_args = args[3:]
+    args += [("table", table_shape, "i32", False), ("lens", q_shape[:1], "i32", False)]
+    sig = ", ".join("%%%s: %s" % (n, _memref(s, e)) for n, s, e, _ in args)
+    body = []
+    for n, s, e, writable in args:
+        body.append("  %%%s_t = bufferization.to_tensor %%%s restrict%s : %s to %s" % (
+            n, n, " writable" if writable else "", _memref(s, e), _tensor(s, e)))
+    types = lambda xs: ", ".join(_tensor(s, e) for _, s, e, _ in xs)
+    res = "%r:2" if lse else "%r"
+    body.append("  %s = flash.paged_attention ins(%%q_t, %%k_t, %%v_t : %s) pages(%%table_t, "
+                "%%lens_t : %s) outs(%s : %s) scale(%.9e)%s -> %s" % (
+                    res, types(args[:3]), types(args[-2:]),
+                    ", ".join("%%%s_t" % n for n, _, _, _ in outs_args), types(outs_args),
+                    scale, _mask_clause(causal, window, "bottom_right"), types(outs_args)))
+    for i, (n, s, e, _) in enumerate(outs_args):
+        value = "%%r#%d" % i if lse else "%r"
+        body.append("  bufferization.materialize_in_destination %s in restrict writable %%%s"
+                    " : (%s, %s) -> ()" % (value, n, _tensor(s, e), _memref(s, e)))
+    return ("func.func @%s(%s) attributes {llvm.emit_c_interface} {\n%s\n  return\n}\n"
+            % (name, sig, "\n".join(body)))
+
+
 def attention_grad_ir(q_shape, k_shape, v_shape, dtype="f32", *, scale=None, causal=False,
                       window=None, align="top_left", bias=None, softcap=None,
                       alibi_slopes=None, name=FUNC_NAME + "_grad"):
@@ -378,7 +424,8 @@ class AttentionKernel:
             args.append(lse_out)
         for c in captures:
             if c.device != q.device:
-                raise ValueError("bias is on %s, q on %s" % (c.device, q.device))
+                raise ValueError("an array the score_mod or the block table reads is on %s, q on %s"
+                                 % (c.device, q.device))
             args.append(c.contiguous())
         launch = self._launch
         if launch is None:
@@ -527,8 +574,29 @@ def slopes_type(slopes, kind):
     return tuple(slopes.shape)
 
 
+def _check_index_array(name, x, kind, shape):
+    """A block table or length array: int32, q's kind of array, `shape`."""
+    if type(x).__module__.startswith("torch"):
+        xkind = "torch-cuda" if x.is_cuda else "torch-cpu"
+        is_i32 = str(x.dtype) == "torch.int32"
+    else:
+        import numpy as np
+        if not isinstance(x, np.ndarray):
+            raise TypeError("%s must be a NumPy array or a torch tensor, got %s"
+                            % (name, type(x).__name__))
+        xkind, is_i32 = "numpy", x.dtype == np.int32
+    if xkind != kind:
+        raise TypeError("%s must be the same kind of array as q (%s), got %s" % (name, kind, xkind))
+    if not is_i32:
+        raise TypeError("%s must be int32, got %s" % (name, x.dtype))
+    if len(x.shape) != len(shape) or any(e is not None and d != e for d, e in zip(x.shape, shape)):
+        raise ValueError("%s must have shape %s, got %s" % (
+            name, "[%s]" % ", ".join("?" if e is None else str(e) for e in shape), tuple(x.shape)))
+
+
 def _kernel_for(q, k, v, scale, causal, window, align, return_lse, dynamic, pipeline, cache,
-                options, bias=None, softcap=None, alibi_slopes=None):
+                options, bias=None, softcap=None, alibi_slopes=None, block_table=None,
+                seq_lens=None):
     """The kernel for these arrays and arguments, built or read from the
     cache, with the kind of array and the element type."""
     kinds = [_classify(x) for x in (q, k, v)]
@@ -537,11 +605,20 @@ def _kernel_for(q, k, v, scale, causal, window, align, return_lse, dynamic, pipe
                         % [(kd, e) for kd, e in kinds])
     kind, elt = kinds[0]
     device = "cuda" if kind == "torch-cuda" else "cpu"
-    bias_ir = None if bias is None else (tuple(bias.shape), bias_type(bias, kind, elt))
-    slopes_ir = None if alibi_slopes is None else slopes_type(alibi_slopes, kind)
-    ir = attention_ir(q.shape, k.shape, v.shape, elt, scale=scale, causal=causal, window=window,
-                      align=align, lse=return_lse, dynamic=dynamic, bias=bias_ir,
-                      softcap=softcap, alibi_slopes=slopes_ir)
+    if block_table is not None:
+        if len(q.shape) != 4:
+            raise ValueError("with block_table=, q must be [B, Hq, Lq, D], got %s"
+                             % (tuple(q.shape),))
+        _check_index_array("block_table", block_table, kind, (q.shape[0], None))
+        _check_index_array("seq_lens", seq_lens, kind, (q.shape[0],))
+        ir = paged_attention_ir(q.shape, k.shape, v.shape, block_table.shape, elt, scale=scale,
+                                causal=causal, window=window, lse=return_lse)
+    else:
+        bias_ir = None if bias is None else (tuple(bias.shape), bias_type(bias, kind, elt))
+        slopes_ir = None if alibi_slopes is None else slopes_type(alibi_slopes, kind)
+        ir = attention_ir(q.shape, k.shape, v.shape, elt, scale=scale, causal=causal,
+                          window=window, align=align, lse=return_lse, dynamic=dynamic,
+                          bias=bias_ir, softcap=softcap, alibi_slopes=slopes_ir)
     opts = format_options(options)
     key = (ir, device, pipeline, opts, os.environ.get("FLASH_MLIR_CACHE_DIR"))
     with _kernels_lock:
@@ -554,9 +631,9 @@ def _kernel_for(q, k, v, scale, causal, window, align, return_lse, dynamic, pipe
     return kernel, kind, elt
 
 
-def attention(q, k, v, *, scale=None, causal=False, window=None, align="top_left",
+def attention(q, k, v, *, scale=None, causal=False, window=None, align=None,
               return_lse=False, out=None, dynamic=False, pipeline=None, cache=True, bias=None,
-              softcap=None, alibi_slopes=None, **options):
+              softcap=None, alibi_slopes=None, block_table=None, seq_lens=None, **options):
     """Scaled dot-product attention through flash.attention.
 
     q [batch..., Lq, D], k [batch..., Lk, D], v [batch..., Lk, Dv]: NumPy
@@ -574,6 +651,15 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align="top_left
     softcap=c: the scaled scores become c·tanh(s / c) (Gemma 2), before the
     bias. alibi_slopes: float32 [Hq] or [B, Hq], ALiBi as FlashAttention
     defines it, − slope·|i + Lk − Lq − j| added after the bias.
+    block_table, seq_lens: attention against a paged KV cache (decode, as
+    vLLM and FlashInfer keep it). k and v are then the page pools
+    [num_pages, page_size, Hkv, D] / [..., Dv], q is [B, Hq, Lq, D],
+    block_table int32 [B, max_pages] lists each sequence's pages in order
+    and seq_lens int32 [B] its length; the Lq queries are the last Lq
+    positions of their sequence, so causal and window align bottom_right to
+    each sequence's own length. Lengths past the table's capacity are
+    clamped to it and page numbers into the pool. No bias/softcap/alibi or
+    gradients with a paged cache yet.
     return_lse: also return the f32 row log-sum-exp. out: a
     preallocated output. dynamic: compile one kernel for all sequence lengths
     (and leading batch sizes) instead of one per shape. pipeline: override flash-cpu-pipeline /
@@ -594,6 +680,27 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align="top_left
                            ("alibi_slopes", alibi_slopes)) if x is not None]
     if mods and dynamic:
         raise ValueError("%s= needs static shapes (dynamic=False)" % mods[0])
+    paged = block_table is not None or seq_lens is not None
+    if paged:
+        if block_table is None or seq_lens is None:
+            raise ValueError("block_table= and seq_lens= go together (a paged KV cache needs "
+                             "both), got only %s=" % ("block_table" if seq_lens is None
+                                                      else "seq_lens"))
+        if mods:
+            raise ValueError("%s= is not supported with block_table= yet" % mods[0])
+        if dynamic:
+            raise ValueError("dynamic=True is not supported with block_table= (the page pool "
+                             "and table sizes are part of the kernel)")
+        if align not in (None, "bottom_right"):
+            raise ValueError("with block_table= the queries are the last Lq positions of each "
+                             "sequence: align must be 'bottom_right', got %r" % (align,))
+        align = "bottom_right"
+        if _requires_grad(q, k, v):
+            raise NotImplementedError(
+                "flash_mlir.attention: gradients through a paged KV cache (block_table=) are "
+                "not implemented; detach the inputs or call it under torch.no_grad()")
+    elif align is None:
+        align = "top_left"
     grads = [x for x in (q, k, v, bias, alibi_slopes) if x is not None]
     if _requires_grad(*grads):
         if mods and any(getattr(x, "is_cuda", False) for x in grads):
@@ -615,7 +722,9 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align="top_left
                     return_lse, dynamic, pipeline, tuple(options.items()),
                     os.environ.get("FLASH_MLIR_CACHE_DIR"),
                     None if bias is None else _array_key(bias), softcap,
-                    None if alibi_slopes is None else _array_key(alibi_slopes))
+                    None if alibi_slopes is None else _array_key(alibi_slopes),
+                    None if block_table is None else _array_key(block_table),
+                    None if seq_lens is None else _array_key(seq_lens))
             hit = _fast_kernels.get(fast)
         except TypeError:  # an unhashable argument: take the general path
             fast = hit = None
@@ -626,11 +735,20 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align="top_left
     else:
         kernel, kind, elt = _kernel_for(q, k, v, scale, causal, window, align, return_lse,
                                         dynamic, pipeline, cache, options, bias, softcap,
-                                        alibi_slopes)
+                                        alibi_slopes, block_table, seq_lens)
         if fast is not None:
             _fast_kernels[fast] = (kernel, kind, elt)
-    captures = tuple(c for c in (None if bias is None else bias_capture(q, k, bias),
-                                 alibi_slopes) if c is not None)
+    named = (("block_table", block_table), ("seq_lens", seq_lens)) if paged else \
+        (("bias", bias), ("alibi_slopes", alibi_slopes))
+    if kind == "torch-cuda":
+        for name, c in named:
+            if c is not None and c.device != q.device:
+                raise ValueError("%s is on %s, q on %s" % (name, c.device, q.device))
+    if paged:
+        captures = (block_table, seq_lens)
+    else:
+        captures = tuple(c for c in (None if bias is None else bias_capture(q, k, bias),
+                                     alibi_slopes) if c is not None)
     if kind == "torch-cpu":
         import torch
         res = kernel(_host_view(q), _host_view(k), _host_view(v),

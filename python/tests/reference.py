@@ -34,3 +34,29 @@ def attention_ref(q, k, v, scale=None, causal=False, window=None, align="top_lef
         lse = np.where(l[..., 0] > 0, np.log(np.where(l[..., 0] > 0, l[..., 0], 1))
                        + np.where(live[..., 0], m[..., 0], 0), -np.inf)
     return out, lse
+
+
+def paged_attention_ref(q, k_cache, v_cache, block_table, seq_lens, scale=None, causal=False,
+                        window=None):
+    """flash.paged_attention from its definition: sequence b's keys are the
+    first n = clamp(seq_lens[b], 0, capacity) positions of its pages (page
+    numbers clamped into the pool), and its Lq queries are its last Lq
+    positions (masks bottom-right at n)."""
+    q = np.asarray(q, dtype=np.float64)
+    k_cache, v_cache = (np.asarray(x, dtype=np.float64) for x in (k_cache, v_cache))
+    num_pages, page, hkv = k_cache.shape[:3]
+    table = np.asarray(block_table, dtype=np.int64)
+    capacity = table.shape[1] * page if num_pages else 0
+    outs, lses = [], []
+    for b in range(q.shape[0]):
+        n = int(min(max(int(seq_lens[b]), 0), capacity))
+        pages = np.clip(table[b], 0, max(num_pages - 1, 0))
+        k = k_cache[pages].reshape(-1, hkv, k_cache.shape[-1])[:n] if num_pages else \
+            np.zeros((0, hkv, k_cache.shape[-1]))
+        v = v_cache[pages].reshape(-1, hkv, v_cache.shape[-1])[:n] if num_pages else \
+            np.zeros((0, hkv, v_cache.shape[-1]))
+        o, l = attention_ref(q[b], k.transpose(1, 0, 2), v.transpose(1, 0, 2), scale=scale,
+                             causal=causal, window=window, align="bottom_right")
+        outs.append(o)
+        lses.append(l)
+    return np.stack(outs), np.stack(lses)

@@ -29,6 +29,12 @@ void populateDecomposeAttentionPatterns(RewritePatternSet &patterns);
 FailureOr<SmallVector<Value>> decomposeAttention(OpBuilder &builder,
                                                  AttentionOp op);
 
+/// Writes one flash.paged_attention as gathers of its pages and a
+/// flash.attention masked to each sequence's length (the op is left in
+/// place); returns the values that replace its results.
+FailureOr<SmallVector<Value>> unpageAttention(OpBuilder &builder,
+                                              PagedAttentionOp op);
+
 /// Patterns rewriting flash.attention_grad into unfused linalg.
 void populateDecomposeAttentionGradPatterns(RewritePatternSet &patterns);
 

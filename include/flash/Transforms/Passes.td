@@ -41,6 +41,36 @@ def FlashDecomposeAttentionPass : Pass<"flash-decompose-attention"> {
   ];
 }
 
+def FlashUnpageAttentionPass : Pass<"flash-unpage-attention"> {
+  let summary = "Lower flash.paged_attention to a gather of its pages and a "
+                "flash.attention";
+  let description = [{
+    The paged form's meaning, written with the ops every other lowering
+    takes: each cache is gathered through the block table into
+    `[B, Hkv, max_pages * page_size, D]` (page indices clamped into the
+    pool), and the result is a `flash.attention` on those keys and values
+    whose score_mod masks, per sequence, the positions past
+    `clamp(seq_lens[b], 0, capacity)` and the causal / window bound at that
+    sequence's own diagonal (the queries are its last Lq positions).
+    `flash-cpu-pipeline` runs it first; the GPU lowers the paged op itself,
+    reading through the block table.
+
+    Before:
+    ```mlir
+    %o = flash.paged_attention ins(%q, %kc, %vc : ...) pages(%t, %n : ...)
+           outs(%init : ...) scale(0.125) mask(causal, bottom_right) -> ...
+    ```
+    After: two `linalg.generic` gathers, two per-sequence `[B]` i64 bounds,
+    and a `flash.attention` with a score_mod capturing them.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::linalg::LinalgDialect",
+    "::mlir::scf::SCFDialect",
+    "::mlir::tensor::TensorDialect"
+  ];
+}
+
 def FlashTileAttentionPass : Pass<"flash-tile-attention"> {
   let summary = "Tile flash.attention into an online-softmax loop nest";
   let description = [{

@@ -1,0 +1,143 @@
+"""attention() against a paged KV cache (block_table=, seq_lens=) on the host:
+flash.paged_attention through flash-cpu-pipeline, against float64 from the
+definition on fresh random inputs — page sizes that are not powers of two,
+GQA and MQA, Lq from 1 to 16, causal and window at each sequence's own
+diagonal, empty sequences, lengths past the table's capacity and page
+numbers outside the pool (clamped) — and the diagnostics for bad arguments."""
+import os
+import sys
+
+import numpy as np
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+
+import flash_mlir  # noqa: E402
+from flash_mlir import attention  # noqa: E402
+from reference import paged_attention_ref  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not flash_mlir.compiler_available(),
+                                reason="no compiler in this build")
+
+
+def _case(rng, b, hq, hkv, lq, d, dv, page, pages, max_pages, lens):
+    q = rng.standard_normal((b, hq, lq, d)).astype(np.float32)
+    kc = rng.standard_normal((pages, page, hkv, d)).astype(np.float32)
+    vc = rng.standard_normal((pages, page, hkv, dv)).astype(np.float32)
+    # Each sequence owns distinct pages in a shuffled order, as an allocator
+    # leaves them.
+    order = rng.permutation(max(pages, b * max_pages))[:b * max_pages] % max(pages, 1)
+    table = order.reshape(b, max_pages).astype(np.int32)
+    return q, kc, vc, table, np.asarray(lens, np.int32)
+
+
+# (B, Hq, Hkv, Lq, D, Dv, page size, pool pages, max pages per sequence, lengths, mask)
+CASES = {
+    "decode_gqa4_page16": (3, 8, 2, 1, 32, 24, 16, 40, 6, [37, 1, 96], {}),
+    "mqa_page48": (2, 4, 1, 1, 16, 40, 48, 9, 3, [100, 144], {}),
+    "spec_causal_page32": (2, 4, 2, 6, 24, 16, 32, 12, 4, [70, 6], dict(causal=True)),
+    "lq16_window_page80": (2, 2, 2, 16, 16, 16, 80, 6, 2, [150, 33], dict(window=20)),
+    "empty_and_short": (3, 2, 2, 3, 16, 8, 16, 8, 2, [0, 2, 17], dict(causal=True)),
+    "past_capacity": (2, 3, 3, 2, 8, 12, 16, 6, 3, [48, 1000], {}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_paged_matches_reference(name):
+    b, hq, hkv, lq, d, dv, page, pages, max_pages, lens, mask = CASES[name]
+    rng = np.random.default_rng(sum(map(ord, name)))
+    q, kc, vc, table, lens = _case(rng, b, hq, hkv, lq, d, dv, page, pages, max_pages, lens)
+    o, lse = attention(q, kc, vc, block_table=table, seq_lens=lens, return_lse=True, **mask)
+    ro, rl = paged_attention_ref(q, kc, vc, table, lens, **mask)
+    assert o.shape == (b, hq, lq, dv)
+    np.testing.assert_allclose(o, ro, atol=2e-5, rtol=1e-4)
+    live = np.isfinite(rl)
+    assert np.array_equal(np.isfinite(lse), live)
+    np.testing.assert_allclose(lse[live], rl[live], atol=2e-5, rtol=1e-5)
+    # Rows that see no key: zeros, never NaN.
+    assert not np.isnan(o).any()
+    assert np.all(o[~live] == 0)
+
+
+def test_table_outside_the_pool_is_clamped():
+    rng = np.random.default_rng(7)
+    q, kc, vc, table, lens = _case(rng, 2, 2, 1, 1, 16, 16, 16, 5, 3, [48, 40])
+    table[0, 1] = 1 << 30
+    table[1, 0] = -5
+    o = attention(q, kc, vc, block_table=table, seq_lens=lens)
+    ro, _ = paged_attention_ref(q, kc, vc, table, lens)
+    np.testing.assert_allclose(o, ro, atol=2e-5, rtol=1e-4)
+
+
+def test_torch_bf16_matches_reference():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(11)
+    q, kc, vc, table, lens = _case(rng, 2, 4, 2, 2, 32, 16, 16, 16, 5, [77, 30])
+    tq, tk, tv = (torch.from_numpy(x).to(torch.bfloat16) for x in (q, kc, vc))
+    o = attention(tq, tk, tv, block_table=torch.from_numpy(table),
+                  seq_lens=torch.from_numpy(lens), causal=True)
+    assert o.dtype == torch.bfloat16
+    ro, _ = paged_attention_ref(*(x.float().numpy() for x in (tq, tk, tv)), table, lens,
+                                causal=True)
+    np.testing.assert_allclose(o.float().numpy(), ro, atol=2e-2, rtol=2e-2)
+
+
+def test_paged_equals_contiguous_attention():
+    """One page per sequence holding all of it is the contiguous attention."""
+    rng = np.random.default_rng(3)
+    b, hq, hkv, lq, lk, d = 2, 4, 2, 3, 48, 16
+    q = rng.standard_normal((b, hq, lq, d)).astype(np.float32)
+    k = rng.standard_normal((b, hkv, lk, d)).astype(np.float32)
+    v = rng.standard_normal((b, hkv, lk, d)).astype(np.float32)
+    kc = np.ascontiguousarray(k.transpose(0, 2, 1, 3))
+    vc = np.ascontiguousarray(v.transpose(0, 2, 1, 3))
+    table = np.arange(b, dtype=np.int32).reshape(b, 1)
+    lens = np.full(b, lk, np.int32)
+    paged = attention(q, kc, vc, block_table=table, seq_lens=lens, causal=True)
+    contiguous = attention(q, k, v, causal=True, align="bottom_right")
+    np.testing.assert_allclose(paged, contiguous, atol=1e-6, rtol=1e-5)
+
+
+def _small(rng):
+    return _case(rng, 2, 2, 1, 1, 16, 16, 16, 4, 2, [20, 5])
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(seq_lens=None), ValueError, "block_table= and seq_lens= go together"),
+    (dict(table_dtype=np.int64), TypeError, "block_table must be int32"),
+    (dict(lens_dtype=np.float32), TypeError, "seq_lens must be int32"),
+    (dict(lens_shape=(3,)), ValueError, r"seq_lens must have shape \[2\]"),
+    (dict(align="top_left"), ValueError, "align must be 'bottom_right'"),
+    (dict(softcap=30.0), ValueError, "softcap= is not supported with block_table="),
+    (dict(dynamic=True), ValueError, "dynamic=True is not supported with block_table="),
+])
+def test_bad_arguments_are_named(kwargs, error, match):
+    rng = np.random.default_rng(5)
+    q, kc, vc, table, lens = _small(rng)
+    kwargs = dict(kwargs)
+    table = table.astype(kwargs.pop("table_dtype", np.int32))
+    lens = lens.astype(kwargs.pop("lens_dtype", np.int32))
+    if "lens_shape" in kwargs:
+        lens = np.zeros(kwargs.pop("lens_shape"), np.int32)
+    kwargs.setdefault("seq_lens", lens)
+    with pytest.raises(error, match=match):
+        attention(q, kc, vc, block_table=table, **kwargs)
+
+
+def test_query_must_be_rank_4():
+    rng = np.random.default_rng(6)
+    q, kc, vc, table, lens = _small(rng)
+    with pytest.raises(ValueError, match=r"q must be \[B, Hq, Lq, D\]"):
+        attention(q[0], kc, vc, block_table=table, seq_lens=lens)
+
+
+def test_gradients_refused():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(8)
+    q, kc, vc, table, lens = _small(rng)
+    tq = torch.from_numpy(q).requires_grad_()
+    with pytest.raises(NotImplementedError, match="paged KV cache"):
+        attention(tq, torch.from_numpy(kc), torch.from_numpy(vc),
+                  block_table=torch.from_numpy(table), seq_lens=torch.from_numpy(lens))
