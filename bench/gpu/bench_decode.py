@@ -6,7 +6,9 @@ The work is reading K and V once, so each row reports the K+V read rate — byte
 K and V the caller passed (B · Hkv · Lk · (D + Dv) · 2) over the kernel time — and its
 ratio to the card's device-to-device copy rate measured at the start of the run (bytes
 read plus written). Kernel time is all kernels of one call (torch.profiler): a split
-decode is two launches. Call time is CUDA events around one call.
+decode is two launches. Call time is CUDA events around one call. "ours-paged16" is the same call against the
+same keys kept as a paged cache (pages of PAGE keys in a shuffled pool, a block table,
+every sequence's length Lk), the layout vLLM and FlashInfer use.
 
 Here (compiler, no GPU):  python3 bench/gpu/bench_decode.py --prebuild DIR
 There (GPU, no LLVM):     FLASH_MLIR_CACHE_DIR=DIR python3 bench/gpu/bench_decode.py [--flex]
@@ -52,9 +54,19 @@ VARIANT_CASES = [(16, 32, 8, 1, 32768), (64, 32, 8, 1, 32768), (1, 32, 8, 1, 131
                  (16, 16, 16, 64, 512), (2, 32, 8, 40, 4096)]
 
 
+PAGE = 16
+
+
 def shapes(case):
     b, hq, hkv, lq, lk = case
     return (b, hq, lq, D), (b, hkv, lk, D), (b, hkv, lk, D)
+
+
+def paged_shapes(case):
+    """q, the pools and the block table of the paged twin (Lk a multiple of PAGE)."""
+    b, hq, hkv, lq, lk = case
+    pages = b * lk // PAGE
+    return (b, hq, lq, D), (pages, PAGE, hkv, D), (pages, PAGE, hkv, D), (b, lk // PAGE)
 
 
 def prebuild(cache):
@@ -62,6 +74,8 @@ def prebuild(cache):
     os.environ.setdefault("CUDA_HOME", "/usr/local/cuda")
     for case in CASES:
         print(case, flash_mlir.prebuild(*shapes(case), "bf16"))
+        qs, ks, vs, table = paged_shapes(case)
+        print(case, "paged", flash_mlir.prebuild(qs, ks, vs, "bf16", block_table=table))
     for name, kw in VARIANTS.items():
         for case in VARIANT_CASES:
             print(name, case, flash_mlir.prebuild(*shapes(case), "bf16", **kw))
@@ -109,6 +123,21 @@ def run(with_flex, variants):
                 with sdpa_kernel([backend]):
                     return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
             impls.append((name, sdpa))
+        if not variants:
+            # The same keys as pages in a shuffled pool.
+            perm = torch.randperm(b * lk // PAGE, device="cuda")
+
+            def pool(x):
+                p = torch.empty((b * lk // PAGE, PAGE, hkv, D), device="cuda",
+                                dtype=x.dtype)
+                p[perm] = x.transpose(1, 2).reshape(-1, PAGE, hkv, D)
+                return p
+            kp, vp = pool(k), pool(v)
+            table = perm.reshape(b, lk // PAGE).to(torch.int32)
+            lens = torch.full((b,), lk, dtype=torch.int32, device="cuda")
+            impls.append(("ours-paged%d" % PAGE,
+                          lambda: flash_mlir.attention(q, kp, vp, block_table=table,
+                                                       seq_lens=lens)))
         if flex is not None and case in FLEX:
             impls.append(("flex", lambda: flex(q, k, v, enable_gqa=True)))
         ref = None
@@ -128,7 +157,8 @@ def run(with_flex, variants):
             rate = kv_bytes / kern / 1e6
             print(f"| {b} | {hq}/{hkv} | {lq} | {lk} | {name} | {kern:.1f} | {rate:.2f} | "
                   f"{rate / ceiling:.2f} | {call:.1f} |")
-        del q, k, v, ref
+        del q, k, v, ref, impls
+        kp = vp = None
         torch.cuda.empty_cache()
 
 

@@ -65,6 +65,10 @@ struct FlashAttentionIntoDestinationPass
       writeResultIntoDestination(
           rewriter, cast<DestinationStyleOpInterface>(op.getOperation()), 0);
     });
+    func.walk([&](PagedAttentionOp op) {
+      writeResultIntoDestination(
+          rewriter, cast<DestinationStyleOpInterface>(op.getOperation()), 0);
+    });
     func.walk([&](AttentionGradOp op) {
       for (unsigned i = 0, e = op->getNumResults(); i < e; ++i)
         writeResultIntoDestination(

@@ -775,7 +775,8 @@ def _from_host_view(a):
 
 def prebuild(q_shape, k_shape, v_shape, dtype, *, device="cuda", scale=None, causal=False,
              window=None, align="top_left", return_lse=False, dynamic=False, pipeline=None,
-             grad=False, bias=None, softcap=None, alibi_slopes=None, **options):
+             grad=False, bias=None, softcap=None, alibi_slopes=None, block_table=None,
+             **options):
     """Compiles, into the cache, the kernel attention() would run for arrays of
     these shapes and dtype ("bf16" / "bfloat16", "f16" / "float16", "f32" /
     "float32", or a torch or NumPy dtype) with these arguments, and returns its
@@ -785,6 +786,10 @@ def prebuild(q_shape, k_shape, v_shape, dtype, *, device="cuda", scale=None, cau
 
     bias=(shape, dtype): the kernel of a call with a bias of that shape and
     dtype (float32 or the dtype of q); softcap=c; alibi_slopes=shape.
+
+    block_table=(B, max_pages): the kernel of a call against a paged KV cache
+    (k_shape, v_shape the page pools [num_pages, page_size, Hkv, D]; seq_lens
+    is then [B]); the mask aligns bottom-right to each sequence.
 
     grad=True: the kernels of a call that autograd differentiates instead —
     the forward with its log-sum-exp and the backward — and returns both
@@ -802,6 +807,14 @@ def prebuild(q_shape, k_shape, v_shape, dtype, *, device="cuda", scale=None, cau
         if belt not in ("f32", elt):
             raise TypeError("bias dtype must be float32 or q's dtype, got %r" % (bdtype,))
         bias_ir = (tuple(shape), belt)
+    if block_table is not None:
+        if grad or bias is not None or softcap is not None or alibi_slopes is not None \
+                or dynamic:
+            raise ValueError("block_table= takes no grad, bias, softcap, alibi_slopes or "
+                             "dynamic")
+        ir = paged_attention_ir(q_shape, k_shape, v_shape, block_table, elt, scale=scale,
+                                causal=causal, window=window, lse=return_lse)
+        return _library_for(ir, device, pipeline, format_options(options))
     if grad:
         from ._autograd import grad_library, split_options
         fwd, bwd = split_options(options, device == "cuda")

@@ -218,6 +218,11 @@ def prebuild_all(cache_dir):
         print(name, _bias_library(name))
     for name, (qs, ks, vs, bs, dtype, kw) in BIAS_KEYWORD_CASES.items():
         print(name, flash_mlir.prebuild(qs, ks, vs, dtype, bias=(bs, "float32"), **kw))
+    for name, (qs, ks, vs, dtype, kw) in SCORE_MOD_KEYWORD_CASES.items():
+        kw = dict(kw)
+        if "alibi" in kw:
+            kw["alibi_slopes"] = kw.pop("alibi")
+        print(name, flash_mlir.prebuild(qs, ks, vs, dtype, **kw))
 
 
 # attention(..., bias=) through the public API: the bias as the score_mod's capture,
@@ -257,6 +262,62 @@ def test_bias_keyword_matches_sdpa(name):
     err = (out.double() - ref_t).abs().max().item()
     err_sdpa = (sdpa.double() - ref_t).abs().max().item()
     assert err <= 2 * err_sdpa + 1e-3, (err, err_sdpa)
+
+
+# softcap= and alibi_slopes= through the public API, in the kernels kernel=auto picks
+# (wgmma at D = 128, mma.sync at D = 96, split-KV for a decode shape). alibi: the slopes'
+# shape. No SDPA backend computes these, so the anchor is the same math in float32
+# from the same bf16/f16 inputs, rounded like the output: at most twice its error.
+SCORE_MOD_KEYWORD_CASES = {
+    "softcap-d128-causal": ((2, 8, 333, 128), (2, 2, 555, 128), (2, 2, 555, 128), "bfloat16",
+                            dict(softcap=30.0, causal=True, align="bottom_right")),
+    "alibi-d96-f16": ((2, 4, 129, 96), (2, 4, 257, 96), (2, 4, 257, 64), "float16",
+                      dict(alibi=(4,), causal=True, align="bottom_right")),
+    "softcap-alibi-decode": ((3, 16, 1, 128), (3, 4, 3000, 128), (3, 4, 3000, 128),
+                             "bfloat16", dict(softcap=20.0, alibi=(3, 16))),
+}
+
+
+def _mods_ref(torch, q, k, v, scale, softcap=None, slopes=None, causal=False, dtype=None):
+    """(out, lse) of softcap, then ALiBi, then the bottom-right causal mask, in the
+    dtype given (float64 for the reference, float32 for the anchor)."""
+    q, k, v = (x.to(dtype) for x in (q, k, v))
+    g = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(g, 1), v.repeat_interleave(g, 1)
+    s = scale * q @ k.transpose(-1, -2)
+    lq, lk = s.shape[-2:]
+    if softcap is not None:
+        s = softcap * torch.tanh(s / softcap)
+    i = torch.arange(lq, device=q.device)[:, None]
+    j = torch.arange(lk, device=q.device)[None, :]
+    if slopes is not None:
+        sl = slopes.to(dtype)
+        sl = sl[None, :, None, None] if sl.dim() == 1 else sl[:, :, None, None]
+        s = s - sl * (i + lk - lq - j).abs().to(dtype)
+    if causal:
+        s = s.masked_fill(j > i + lk - lq, float("-inf"))
+    return torch.softmax(s, -1) @ v
+
+
+@pytest.mark.parametrize("name", list(SCORE_MOD_KEYWORD_CASES))
+def test_score_mod_keywords_match_reference(name):
+    torch = _cuda()
+    qs, ks, vs, dtype, kw = SCORE_MOD_KEYWORD_CASES[name]
+    kw = dict(kw)
+    q, k, v = _inputs(torch, qs, ks, vs, dtype)
+    slopes = None
+    if "alibi" in kw:
+        slopes = (torch.rand(*kw.pop("alibi"), device="cuda") * 0.3 + 0.01).float()
+    out = flash_mlir.attention(q, k, v, alibi_slopes=slopes, **kw)
+    torch.cuda.synchronize()
+    assert not torch.isnan(out).any()
+    scale = 1.0 / qs[-1] ** 0.5
+    mods = dict(softcap=kw.get("softcap"), slopes=slopes, causal=kw.get("causal", False))
+    ref = _mods_ref(torch, q, k, v, scale, dtype=torch.float64, **mods)
+    anchor = _mods_ref(torch, q, k, v, scale, dtype=torch.float32, **mods).to(q.dtype)
+    err = (out.double() - ref).abs().max().item()
+    err_anchor = (anchor.double() - ref).abs().max().item()
+    assert err <= 2 * err_anchor + 1e-3, (err, err_anchor)
 
 
 def _cuda():

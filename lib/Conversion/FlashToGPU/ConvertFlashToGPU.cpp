@@ -102,6 +102,30 @@ struct LowerAttentionGrad : OpRewritePattern<AttentionGradOp> {
   ChipInfo chip;
 };
 
+/// Lowers a flash.paged_attention to the split-KV kernel reading through
+/// the block table.
+struct LowerPagedAttention : OpRewritePattern<PagedAttentionOp> {
+  LowerPagedAttention(MLIRContext *ctx, const GPUKernelOptions &options,
+                      ChipInfo chip)
+      : OpRewritePattern(ctx), options(options), chip(chip) {}
+
+  LogicalResult matchAndRewrite(PagedAttentionOp op,
+                                PatternRewriter &rewriter) const override {
+    std::string why;
+    if (!pagedAttentionSupported(op, options, chip, why))
+      return rewriter.notifyMatchFailure(op, why);
+    if (!streamArgument(op))
+      return rewriter.notifyMatchFailure(op, "no stream argument");
+    FailureOr<OperandBuffers> bufs = operandBuffers(op);
+    if (failed(bufs))
+      return failure();
+    return lowerPagedAttention(rewriter, op, *bufs, options, chip);
+  }
+
+  GPUKernelOptions options;
+  ChipInfo chip;
+};
+
 template <typename T>
 using PassOption = Pass::Option<T>;
 
@@ -131,7 +155,7 @@ struct ConvertFlashToGPUPass
     // before anything is rewritten.
     SmallVector<Operation *> ops;
     module.walk([&](Operation *op) {
-      if (isa<AttentionOp, AttentionGradOp>(op))
+      if (isa<AttentionOp, AttentionGradOp, PagedAttentionOp>(op))
         ops.push_back(op);
     });
     for (Operation *op : ops) {
@@ -145,6 +169,9 @@ struct ConvertFlashToGPUPass
         return signalPassFailure();
       if (auto grad = dyn_cast<AttentionGradOp>(op);
           grad && failed(gradOperandBuffers(grad)))
+        return signalPassFailure();
+      if (auto paged = dyn_cast<PagedAttentionOp>(op);
+          paged && failed(operandBuffers(paged)))
         return signalPassFailure();
       if (streamArgument(op))
         continue;
@@ -178,6 +205,12 @@ struct ConvertFlashToGPUPass
         op.emitOpError("convert-flash-to-gpu: ") << why;
       failedAny = true;
     });
+    module.walk([&](PagedAttentionOp op) {
+      std::string why;
+      if (!pagedAttentionSupported(op, opts, *chip, why))
+        op.emitOpError("convert-flash-to-gpu: ") << why;
+      failedAny = true;
+    });
     if (failedAny)
       return signalPassFailure();
 
@@ -207,6 +240,7 @@ void flash::populateFlashToGPUPatterns(RewritePatternSet &patterns,
         patterns.getContext(), *s, options, *chip,
         PatternBenefit(strategies.size() - i));
   patterns.add<LowerAttentionGrad>(patterns.getContext(), options, *chip);
+  patterns.add<LowerPagedAttention>(patterns.getContext(), options, *chip);
 }
 
 std::unique_ptr<Pass>

@@ -86,19 +86,38 @@ FailureOr<OperandBuffers> gpu_lowering::operandBuffers(AttentionOp op) {
   return bufs;
 }
 
+FailureOr<OperandBuffers> gpu_lowering::operandBuffers(PagedAttentionOp op) {
+  OperandBuffers bufs;
+  std::tuple<Value, StringRef, Value *> operands[] = {
+      {op.getQuery(), "query", &bufs.q},
+      {op.getKeyCache(), "key cache", &bufs.k},
+      {op.getValueCache(), "value cache", &bufs.v},
+      {op.getBlockTable(), "block table", &bufs.blockTable},
+      {op.getSeqLens(), "sequence lengths", &bufs.seqLens},
+      {op.getOutputInit(), "output init", &bufs.out},
+      {op.getLseInit(), "lse init", &bufs.lse}};
+  for (auto [t, what, dst] : operands) {
+    if (!t)
+      continue;
+    FailureOr<Value> m = deviceBuffer(op, t, what);
+    if (failed(m))
+      return failure();
+    *dst = *m;
+  }
+  return bufs;
+}
+
 void gpu_lowering::replaceWithDestinations(RewriterBase &rewriter,
-                                           AttentionOp op,
+                                           Operation *op,
                                            const OperandBuffers &bufs) {
   OpBuilder::InsertionGuard g(rewriter);
   rewriter.setInsertionPoint(op);
-  SmallVector<Value> results = {bufferization::ToTensorOp::create(
-      rewriter, op.getLoc(), op.getOutputType(), bufs.out, /*restrict=*/true,
-      /*writable=*/true)};
-  if (op.hasLse())
+  SmallVector<Value> results;
+  SmallVector<Value, 2> buffers = {bufs.out, bufs.lse};
+  for (auto [result, buffer] : llvm::zip(op->getResults(), buffers))
     results.push_back(bufferization::ToTensorOp::create(
-        rewriter, op.getLoc(),
-        cast<RankedTensorType>(op.getLseInit().getType()), bufs.lse,
-        /*restrict=*/true, /*writable=*/true));
+        rewriter, op->getLoc(), result.getType(), buffer, /*restrict=*/true,
+        /*writable=*/true));
   rewriter.replaceOp(op, results);
 }
 

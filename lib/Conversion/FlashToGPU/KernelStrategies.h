@@ -106,9 +106,12 @@ KernelConfig resolveWgmmaConfig(const GPUKernelOptions &options,
 struct OperandBuffers {
   Value q, k, v, out, lse; // lse null without an LSE result
   SmallVector<Value> captures;
+  // flash.paged_attention: k and v are the page pools, read through these.
+  Value blockTable, seqLens;
 };
 /// Reads them off the op, or emits why it cannot be lowered.
 FailureOr<OperandBuffers> operandBuffers(AttentionOp op);
+FailureOr<OperandBuffers> operandBuffers(PagedAttentionOp op);
 /// The row-major memref `tensor` (operand `what` of `op`) is a view of, or
 /// the diagnostic that the function is not in destination-passing style.
 FailureOr<Value> deviceBuffer(Operation *op, Value tensor, StringRef what);
@@ -124,8 +127,9 @@ void launchOnStream(ImplicitLocOpBuilder &b, gpu::GPUFuncOp kernel,
                     Value gridX, Value gridY, int64_t threads,
                     int64_t dynamicSmemBytes, ArrayRef<Value> args,
                     Value stream);
-/// The op's results become tensor views of the buffers it wrote.
-void replaceWithDestinations(RewriterBase &rewriter, AttentionOp op,
+/// The op's results (output, then lse) become tensor views of the buffers
+/// it wrote.
+void replaceWithDestinations(RewriterBase &rewriter, Operation *op,
                              const OperandBuffers &bufs);
 /// The stream argument convert-flash-to-gpu gave the op's function.
 Value streamArgument(Operation *op);
@@ -173,6 +177,11 @@ gpu::GPUFuncOp buildWgmmaKernel(OpBuilder &b, Location loc,
 /// What the portable and mma.sync kernels are specialised on.
 struct MemrefKernelSpec {
   int64_t d = 0, dv = 0, numBatchDims = 0, numCaptures = 0;
+  // Query rows and heads, as the op states them (possibly dynamic).
+  int64_t lq = ShapedType::kDynamic, hq = 1, hkv = 1;
+  // > 0: flash.paged_attention; K/V rows are read through the block table
+  // from pages of this many keys.
+  int64_t pageSize = 0;
   Type qElem, kElem, vElem, oElem;
   MaskAttr mask;
   bool hasLse = false;
@@ -182,6 +191,9 @@ struct MemrefKernelSpec {
 /// The spec, or why these kernels cannot take the op (dynamic head dims, an
 /// element type other than f32/f16/bf16).
 FailureOr<MemrefKernelSpec> memrefKernelSpec(AttentionOp op, std::string &why);
+/// The spec of a paged op (static page size, head dims and head counts).
+FailureOr<MemrefKernelSpec> memrefKernelSpec(PagedAttentionOp op,
+                                             std::string &why);
 
 /// The kernel function `name`, in the builder's gpu.module: workgroup
 /// memory (16-byte aligned tiles) and private arrays as attributions, at
@@ -209,10 +221,13 @@ Value dynamicOuterView(ImplicitLocOpBuilder &b, Value m, int64_t nb);
 
 /// Their kernel arguments, in order: q, k, v, out as [batch·heads, L, D]
 /// memrefs with dynamic outer sizes, [lse as [batch·heads, Lq]], hkv (the
-/// K/V head count), the query's batch sizes, the captures.
+/// K/V head count), the query's batch sizes, the captures; for a paged op
+/// k and v are the pools [?, page size, ?, D] and the block table
+/// [?, ?] and lengths [?] (i32) follow.
 struct MemrefKernelArgs {
   Value q, k, v, out, lse, hkv;
   SmallVector<Value> batchSizes, captures;
+  Value blockTable, seqLens;
   MemrefKernelArgs(Block &entry, const MemrefKernelSpec &spec);
 };
 
@@ -221,10 +236,12 @@ struct MemrefKernelArgs {
 struct MemrefLaunchArgs {
   SmallVector<Value> args;
   Value hkv, bhCount, lq, lk; // K/V heads, prod(batch sizes of Q), lengths
+                              // (a paged cache's lk: the table's capacity)
 };
 /// The kernel arguments of the op's buffers, built at `b`.
 MemrefLaunchArgs memrefLaunchArgs(ImplicitLocOpBuilder &b,
-                                  const OperandBuffers &bufs, int64_t nb);
+                                  const OperandBuffers &bufs,
+                                  const MemrefKernelSpec &spec);
 /// `scf.if` (Lq > 0 and batch·heads > 0), `b` left inside it: there is
 /// nothing to launch for an empty query, while an empty key still launches
 /// (its rows write 0 and lse = -inf).
@@ -283,10 +300,11 @@ struct SplitKVConfig {
   /// Dynamic shared memory: the ring, reused for the warps' merge.
   int64_t smemBytes(int64_t d, int64_t dv) const;
 };
-/// The layout for `op`, or why it has none (a dynamic Lq or head count);
-/// `stages` > 0 sets the ring depth, else it is what fits two CTAs per SM.
-FailureOr<SplitKVConfig> splitKVConfig(AttentionOp op, std::string &why,
-                                       int64_t stages = 0);
+/// The layout for an op of this spec, or why it has none (a dynamic Lq or
+/// head count); `stages` > 0 sets the ring depth, else it is what fits two
+/// CTAs per SM.
+FailureOr<SplitKVConfig> splitKVConfig(const MemrefKernelSpec &spec,
+                                       std::string &why, int64_t stages = 0);
 
 /// The split kernel. Arguments: those of MemrefKernelArgs, then the
 /// partial outputs [splits, bh·Lq, Dv] and lse [splits, bh·Lq] (f32), and
@@ -305,14 +323,26 @@ gpu::GPUFuncOp buildSplitKVCombineKernel(OpBuilder &b, Location loc,
                                          gpu::GPUModuleOp module,
                                          const MemrefKernelSpec &spec,
                                          ArrayRef<Type> argTypes);
-/// Replaces `op` by the split count's computation, the partials' buffers
-/// and the two launches.
-LogicalResult lowerToSplitKVLaunch(RewriterBase &rewriter, AttentionOp op,
+/// Replaces `op` (a flash.attention or flash.paged_attention) by the split
+/// count's computation, the partials' buffers and the two launches.
+LogicalResult lowerToSplitKVLaunch(RewriterBase &rewriter, Operation *op,
                                    const OperandBuffers &bufs,
                                    const MemrefKernelSpec &spec,
                                    const SplitKVConfig &cfg,
                                    const GPUKernelOptions &options,
                                    const ChipInfo &chip);
+
+/// Lowers a flash.paged_attention with the split-KV kernel reading through
+/// its block table, or emits why it cannot.
+LogicalResult lowerPagedAttention(RewriterBase &rewriter, PagedAttentionOp op,
+                                  const OperandBuffers &bufs,
+                                  const GPUKernelOptions &options,
+                                  const ChipInfo &chip);
+/// Whether the split-KV kernel takes `op` on `chip` under `options`;
+/// otherwise `why` says why.
+bool pagedAttentionSupported(PagedAttentionOp op,
+                             const GPUKernelOptions &options,
+                             const ChipInfo &chip, std::string &why);
 
 //===-- Grad*.cpp: flash.attention_grad -----------------------------------===//
 

@@ -43,6 +43,38 @@ FailureOr<MemrefKernelSpec> gpu_lowering::memrefKernelSpec(AttentionOp op,
   spec.scale = op.getScale().convertToDouble();
   spec.scoreMod = op.hasScoreMod() ? &op.getScoreMod() : nullptr;
   spec.numCaptures = op.getCaptures().size();
+  spec.lq = op.getQueryType().getDimSize(nb);
+  if (nb > 0) {
+    spec.hq = op.getQueryType().getDimSize(nb - 1);
+    spec.hkv = op.getKeyType().getDimSize(nb - 1);
+  }
+  return spec;
+}
+
+FailureOr<MemrefKernelSpec> gpu_lowering::memrefKernelSpec(PagedAttentionOp op,
+                                                           std::string &why) {
+  MemrefKernelSpec spec;
+  RankedTensorType q = op.getQueryType(), kc = op.getKeyCacheType(),
+                   vc = op.getValueCacheType();
+  spec.numBatchDims = 2;
+  spec.d = q.getDimSize(3);
+  spec.dv = vc.getDimSize(3);
+  spec.pageSize = op.getPageSize();
+  spec.lq = q.getDimSize(2);
+  spec.hq = q.getDimSize(1);
+  spec.hkv = kc.getDimSize(2);
+  if (ShapedType::isDynamic(spec.d) || ShapedType::isDynamic(spec.dv) ||
+      ShapedType::isDynamic(spec.pageSize)) {
+    why = "head dims and the page size of a paged KV cache must be static";
+    return failure();
+  }
+  spec.qElem = q.getElementType();
+  spec.kElem = kc.getElementType();
+  spec.vElem = vc.getElementType();
+  spec.oElem = op.getOutputType().getElementType();
+  spec.mask = op.getMaskOrNone();
+  spec.hasLse = op.hasLse();
+  spec.scale = op.getScale().convertToDouble();
   return spec;
 }
 
@@ -106,13 +138,50 @@ MemrefKernelArgs::MemrefKernelArgs(Block &entry, const MemrefKernelSpec &spec) {
     batchSizes.push_back(entry.getArgument(a++));
   for (int64_t i = 0; i < spec.numCaptures; ++i)
     captures.push_back(entry.getArgument(a++));
+  if (spec.pageSize > 0) {
+    blockTable = entry.getArgument(a++);
+    seqLens = entry.getArgument(a++);
+  }
+}
+
+/// `m` with its dims `dynamic` made dynamic, so that a kernel's signature
+/// does not depend on them.
+static Value castDynamic(ImplicitLocOpBuilder &b, Value m,
+                         ArrayRef<int64_t> dynamic) {
+  auto t = cast<MemRefType>(m.getType());
+  SmallVector<int64_t> shape(t.getShape());
+  for (int64_t d : dynamic)
+    shape[d] = ShapedType::kDynamic;
+  return memref::CastOp::create(b, MemRefType::get(shape, t.getElementType()),
+                                m)
+      .getResult();
 }
 
 MemrefLaunchArgs gpu_lowering::memrefLaunchArgs(ImplicitLocOpBuilder &b,
                                                 const OperandBuffers &bufs,
-                                                int64_t nb) {
+                                                const MemrefKernelSpec &spec) {
+  int64_t nb = spec.numBatchDims;
   auto dynamicOuter = [&](Value m) { return dynamicOuterView(b, m, nb); };
   MemrefLaunchArgs r;
+  if (spec.pageSize > 0) {
+    // The pools keep their page size and head dim (the kernel divides by
+    // the first and unrolls over the second); the page and head counts, the
+    // table's sizes and the batch are run-time values.
+    r.args = {dynamicOuter(bufs.q), castDynamic(b, bufs.k, {0, 2}),
+              castDynamic(b, bufs.v, {0, 2}), dynamicOuter(bufs.out)};
+    if (bufs.lse)
+      r.args.push_back(dynamicOuter(bufs.lse));
+    r.hkv = memref::DimOp::create(b, bufs.k, 2);
+    Value batch = memref::DimOp::create(b, bufs.q, 0);
+    Value heads = memref::DimOp::create(b, bufs.q, 1);
+    r.args.append({r.hkv, batch, heads, castDynamic(b, bufs.blockTable, {0, 1}),
+                   castDynamic(b, bufs.seqLens, {0})});
+    r.bhCount = arith::MulIOp::create(b, batch, heads);
+    r.lq = memref::DimOp::create(b, bufs.q, 2);
+    r.lk = arith::MulIOp::create(b, memref::DimOp::create(b, bufs.blockTable, 1),
+                                 constIdx(b, spec.pageSize));
+    return r;
+  }
   r.args = {dynamicOuter(bufs.q), dynamicOuter(bufs.k), dynamicOuter(bufs.v),
             dynamicOuter(bufs.out)};
   if (bufs.lse)
@@ -153,7 +222,7 @@ LogicalResult gpu_lowering::lowerToMemrefLaunch(
   OpBuilder::InsertionGuard guard(rewriter);
   rewriter.setInsertionPoint(op);
   ImplicitLocOpBuilder b(loc, rewriter);
-  MemrefLaunchArgs a = memrefLaunchArgs(b, bufs, spec.numBatchDims);
+  MemrefLaunchArgs a = memrefLaunchArgs(b, bufs, spec);
   SmallVector<Type> argTypes;
   for (Value v : a.args)
     argTypes.push_back(v.getType());

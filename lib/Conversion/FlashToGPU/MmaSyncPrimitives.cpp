@@ -12,30 +12,31 @@ using namespace mlir;
 using namespace mlir::flash;
 using namespace mlir::flash::gpu_lowering;
 
-bool gpu_lowering::mmaSyncSupports(AttentionOp op, std::string &why) {
-  auto fail = [&](const Twine &msg) {
-    why = msg.str();
-    return false;
-  };
-  int64_t nb = op.getNumBatchDims();
-  Type elem = op.getQueryType().getElementType();
-  if ((!elem.isBF16() && !elem.isF16()) ||
-      op.getKeyType().getElementType() != elem ||
-      op.getValueType().getElementType() != elem)
-    return fail("query, key and value must all be bf16 or all f16");
-  int64_t d = op.getQueryType().getDimSize(nb + 1);
-  int64_t dv = op.getValueType().getDimSize(nb + 1);
+LogicalResult gpu_lowering::mmaSyncShapeSupported(Type q, Type k, Type v,
+                                                  int64_t d, int64_t dv,
+                                                  std::string &why) {
+  if ((!q.isBF16() && !q.isF16()) || k != q || v != q) {
+    why = "query, key and value must all be bf16 or all f16";
+    return failure();
+  }
   // D is the k of the QKᵀ mma (steps of 16), Dv the n of the PV mma (8).
   if (ShapedType::isDynamic(d) || ShapedType::isDynamic(dv) || d % 16 ||
       dv % 8 || d > 256 || dv > 256) {
-    std::string s;
-    llvm::raw_string_ostream(s)
+    llvm::raw_string_ostream(why)
         << "head dims must be D a multiple of 16 and Dv of 8, both up to "
            "256, got D = "
         << d << ", Dv = " << dv;
-    return fail(s);
+    return failure();
   }
-  return true;
+  return success();
+}
+
+bool gpu_lowering::mmaSyncSupports(AttentionOp op, std::string &why) {
+  int64_t nb = op.getNumBatchDims();
+  return succeeded(mmaSyncShapeSupported(
+      op.getQueryType().getElementType(), op.getKeyType().getElementType(),
+      op.getValueType().getElementType(), op.getQueryType().getDimSize(nb + 1),
+      op.getValueType().getDimSize(nb + 1), why));
 }
 
 MmaLane gpu_lowering::mmaLane(ImplicitLocOpBuilder &b) {

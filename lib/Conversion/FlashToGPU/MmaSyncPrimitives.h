@@ -18,6 +18,10 @@ namespace mlir::flash::gpu_lowering {
 /// f16, D a multiple of 16 (the k of QKᵀ) and Dv of 8 (the n of PV), both
 /// static and at most 256; otherwise `why` says which rule failed.
 bool mmaSyncSupports(AttentionOp op, std::string &why);
+/// The same rule on element types and head dims alone (for ops other than
+/// flash.attention that the mma.sync kernels take).
+LogicalResult mmaSyncShapeSupported(Type q, Type k, Type v, int64_t d,
+                                    int64_t dv, std::string &why);
 
 /// A thread's place in its warp for m16n8k16 fragments and ldmatrix.
 struct MmaLane {

@@ -63,30 +63,24 @@ int64_t SplitKVConfig::smemBytes(int64_t d, int64_t dv) const {
   return std::max(ringBytes(d, dv), mergeBytes(dv));
 }
 
-FailureOr<SplitKVConfig> gpu_lowering::splitKVConfig(AttentionOp op,
-                                                     std::string &why,
-                                                     int64_t stages) {
-  int64_t nb = op.getNumBatchDims();
+FailureOr<SplitKVConfig>
+gpu_lowering::splitKVConfig(const MemrefKernelSpec &spec, std::string &why,
+                            int64_t stages) {
   SplitKVConfig cfg;
-  cfg.lq = op.getQueryType().getDimSize(nb);
+  cfg.lq = spec.lq;
   if (ShapedType::isDynamic(cfg.lq)) {
     why = "the split-KV kernel packs the query rows of a K/V head into one "
           "tile and needs a static query length";
     return failure();
   }
-  if (nb > 0) {
-    int64_t hq = op.getQueryType().getDimSize(nb - 1);
-    int64_t hkv = op.getKeyType().getDimSize(nb - 1);
-    if (ShapedType::isDynamic(hq) || ShapedType::isDynamic(hkv)) {
-      why = "the split-KV kernel packs the query heads of a K/V head into "
-            "one tile and needs static head counts";
-      return failure();
-    }
-    cfg.group = hq / hkv;
+  if (ShapedType::isDynamic(spec.hq) || ShapedType::isDynamic(spec.hkv)) {
+    why = "the split-KV kernel packs the query heads of a K/V head into "
+          "one tile and needs static head counts";
+    return failure();
   }
+  cfg.group = spec.hq / spec.hkv;
   cfg.rows = cfg.lq * cfg.group;
-  int64_t d = op.getQueryType().getDimSize(nb + 1);
-  int64_t dv = op.getValueType().getDimSize(nb + 1);
+  int64_t d = spec.d, dv = spec.dv;
   int64_t slices = std::max<int64_t>(1, llvm::divideCeil(cfg.rows, 16));
   // Up to 128 rows in one CTA (eight warps), so that a K/V tile is read once
   // for all of them; fewer rows leave warps to share each tile's keys.
@@ -202,8 +196,43 @@ gpu::GPUFuncOp gpu_lowering::buildSplitKVKernel(OpBuilder &ob, Location loc,
   Value kvbh = arith::DivUIOp::create(b, yb, constIdx(b, cfg.rowBlocks()));
   Value rb = arith::RemUIOp::create(b, yb, constIdx(b, cfg.rowBlocks()));
   Value lq = constIdx(b, cfg.lq);
-  Value lk = memref::DimOp::create(b, args.k, 1);
+  // Where key row j of this CTA's K/V head lives: row j of [kvbh] in a
+  // contiguous cache; in a paged one row j mod S of the page the block
+  // table names for j / S, clamped into the pool. A paged sequence's length
+  // is its own (clamped to the table's capacity; none without pages).
+  Value lk, kvBatch, kvHead, lastPage;
+  if (spec.pageSize > 0) {
+    kvBatch = arith::DivUIOp::create(b, kvbh, args.hkv);
+    kvHead = arith::RemUIOp::create(b, kvbh, args.hkv);
+    Value pages = memref::DimOp::create(b, args.k, 0);
+    lastPage = arith::SubIOp::create(b, pages, one);
+    Value capacity = arith::MulIOp::create(
+        b, memref::DimOp::create(b, args.blockTable, 1),
+        constIdx(b, spec.pageSize));
+    Value n = arith::IndexCastOp::create(
+        b, b.getIndexType(),
+        memref::LoadOp::create(b, args.seqLens, ValueRange{kvBatch}));
+    n = arith::MinSIOp::create(b, arith::MaxSIOp::create(b, n, zero), capacity);
+    lk = arith::SelectOp::create(
+        b, arith::CmpIOp::create(b, arith::CmpIPredicate::sgt, pages, zero), n,
+        zero);
+  } else {
+    lk = memref::DimOp::create(b, args.k, 1);
+  }
   Value lkLast = arith::SubIOp::create(b, lk, one);
+  auto kvIndex = [&](ImplicitLocOpBuilder &ib, Value j,
+                     Value col) -> SmallVector<Value, 4> {
+    if (spec.pageSize == 0)
+      return {kvbh, j, col};
+    Value size = constIdx(ib, spec.pageSize);
+    Value slot = arith::DivUIOp::create(ib, j, size);
+    Value page = arith::IndexCastOp::create(
+        ib, ib.getIndexType(),
+        memref::LoadOp::create(ib, args.blockTable, ValueRange{kvBatch, slot}));
+    page = arith::MinSIOp::create(
+        ib, arith::MaxSIOp::create(ib, page, constIdx(ib, 0)), lastPage);
+    return {page, arith::RemUIOp::create(ib, j, size), kvHead, col};
+  };
 
   // This thread's two packed rows (fragment rows g and g + 8 of its warp's
   // slice), clamped into the R rows, and the query row and head of each.
@@ -268,7 +297,7 @@ gpu::GPUFuncOp gpu_lowering::buildSplitKVKernel(OpBuilder &ob, Location loc,
                   Value jj, Value j, Value col) {
     nvgpu::DeviceAsyncCopyOp::create(ib, tokenTy, rc.ring,
                                      ValueRange{st, jj, col}, rc.src,
-                                     ValueRange{kvbh, j, col},
+                                     kvIndex(ib, j, col),
                                      ib.getIndexAttr(8), Value(),
                                      ib.getUnitAttr());
   };

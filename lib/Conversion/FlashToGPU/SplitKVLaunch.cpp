@@ -106,16 +106,16 @@ static Value chooseSplits(ImplicitLocOpBuilder &b, Value ctas, Value slots,
 }
 
 LogicalResult gpu_lowering::lowerToSplitKVLaunch(
-    RewriterBase &rewriter, AttentionOp op, const OperandBuffers &bufs,
+    RewriterBase &rewriter, Operation *op, const OperandBuffers &bufs,
     const MemrefKernelSpec &spec, const SplitKVConfig &cfg,
     const GPUKernelOptions &options, const ChipInfo &chip) {
-  Location loc = op.getLoc();
-  MLIRContext *ctx = op.getContext();
+  Location loc = op->getLoc();
+  MLIRContext *ctx = op->getContext();
   Value stream = streamArgument(op);
   OpBuilder::InsertionGuard guard(rewriter);
   rewriter.setInsertionPoint(op);
   ImplicitLocOpBuilder b(loc, rewriter);
-  MemrefLaunchArgs a = memrefLaunchArgs(b, bufs, spec.numBatchDims);
+  MemrefLaunchArgs a = memrefLaunchArgs(b, bufs, spec);
 
   Type f32 = b.getF32Type();
   auto oPartTy = MemRefType::get(
@@ -231,12 +231,17 @@ public:
       why = "the split-KV kernel needs sm_80 or newer";
       return false;
     }
-    return mmaSyncSupports(op, why) && succeeded(memrefKernelSpec(op, why)) &&
-           succeeded(splitKVConfig(op, why));
+    if (!mmaSyncSupports(op, why))
+      return false;
+    FailureOr<MemrefKernelSpec> spec = memrefKernelSpec(op, why);
+    return succeeded(spec) && succeeded(splitKVConfig(*spec, why));
   }
   bool autoSelects(AttentionOp op) const override {
     std::string why;
-    FailureOr<SplitKVConfig> cfg = splitKVConfig(op, why);
+    FailureOr<MemrefKernelSpec> spec = memrefKernelSpec(op, why);
+    if (failed(spec))
+      return false;
+    FailureOr<SplitKVConfig> cfg = splitKVConfig(*spec, why);
     if (failed(cfg))
       return false;
     if (cfg->group > 1)
@@ -262,8 +267,10 @@ public:
                       const ChipInfo &chip) const override {
     std::string why;
     FailureOr<MemrefKernelSpec> spec = memrefKernelSpec(op, why);
-    FailureOr<SplitKVConfig> cfg = splitKVConfig(op, why, options.stages);
-    if (failed(spec) || failed(cfg))
+    FailureOr<SplitKVConfig> cfg =
+        succeeded(spec) ? splitKVConfig(*spec, why, options.stages)
+                        : FailureOr<SplitKVConfig>(failure());
+    if (failed(cfg))
       return op.emitOpError("convert-flash-to-gpu: ") << why;
     return lowerToSplitKVLaunch(rewriter, op, bufs, *spec, *cfg, options,
                                 chip);
@@ -274,4 +281,44 @@ public:
 const KernelStrategy &gpu_lowering::splitKVStrategy() {
   static const SplitKVStrategy strategy;
   return strategy;
+}
+
+bool gpu_lowering::pagedAttentionSupported(PagedAttentionOp op,
+                                           const GPUKernelOptions &options,
+                                           const ChipInfo &chip,
+                                           std::string &why) {
+  if (options.kernel != "auto" && options.kernel != "splitkv") {
+    why = "a paged KV cache is read by the split-KV kernel only (kernel=auto "
+          "or kernel=splitkv), got kernel=" +
+          options.kernel;
+    return false;
+  }
+  if (!chip.hasMmaSync()) {
+    why = "the split-KV kernel needs sm_80 or newer";
+    return false;
+  }
+  RankedTensorType q = op.getQueryType();
+  if (failed(mmaSyncShapeSupported(q.getElementType(),
+                                   op.getKeyCacheType().getElementType(),
+                                   op.getValueCacheType().getElementType(),
+                                   q.getDimSize(3),
+                                   op.getValueCacheType().getDimSize(3), why)))
+    return false;
+  FailureOr<MemrefKernelSpec> spec = memrefKernelSpec(op, why);
+  return succeeded(spec) && succeeded(splitKVConfig(*spec, why));
+}
+
+LogicalResult gpu_lowering::lowerPagedAttention(RewriterBase &rewriter,
+                                                PagedAttentionOp op,
+                                                const OperandBuffers &bufs,
+                                                const GPUKernelOptions &options,
+                                                const ChipInfo &chip) {
+  std::string why;
+  if (!pagedAttentionSupported(op, options, chip, why))
+    return op.emitOpError("convert-flash-to-gpu: ") << why;
+  FailureOr<MemrefKernelSpec> spec = memrefKernelSpec(op, why);
+  FailureOr<SplitKVConfig> cfg = splitKVConfig(*spec, why, options.stages);
+  if (failed(cfg))
+    return op.emitOpError("convert-flash-to-gpu: ") << why;
+  return lowerToSplitKVLaunch(rewriter, op, bufs, *spec, *cfg, options, chip);
 }
