@@ -293,16 +293,23 @@ gpu::GPUFuncOp gpu_lowering::buildSplitKVKernel(OpBuilder &ob, Location loc,
   };
   RowCopies kCopies = rowCopies(args.k, kRing, D);
   RowCopies vCopies = rowCopies(args.v, vRing, Dv);
-  auto copy = [&](ImplicitLocOpBuilder &ib, const RowCopies &rc, Value st,
-                  Value jj, Value j, Value col) {
+  auto copyAt = [&](ImplicitLocOpBuilder &ib, const RowCopies &rc, Value st,
+                    Value jj, ValueRange src) {
     nvgpu::DeviceAsyncCopyOp::create(ib, tokenTy, rc.ring,
-                                     ValueRange{st, jj, col}, rc.src,
-                                     kvIndex(ib, j, col),
-                                     ib.getIndexAttr(8), Value(),
+                                     ValueRange{st, jj, src.back()}, rc.src,
+                                     src, ib.getIndexAttr(8), Value(),
                                      ib.getUnitAttr());
   };
+  auto copy = [&](ImplicitLocOpBuilder &ib, const RowCopies &rc, Value st,
+                  Value jj, Value j, Value col) {
+    copyAt(ib, rc, st, jj, kvIndex(ib, j, col));
+  };
+  // With D = Dv the K and V copies of a thread cover the same rows and
+  // columns: in a paged cache one block-table read serves both.
+  bool sharedRows = spec.pageSize > 0 && kCopies.jj0 && vCopies.jj0 &&
+                    kCopies.chunks == vCopies.chunks;
   auto copyRows = [&](ImplicitLocOpBuilder &ib, const RowCopies &rc, Value st,
-                      Value j0, bool clamp) {
+                      Value j0, bool clamp, const RowCopies *twin = nullptr) {
     auto row = [&](Value jj) {
       Value j = arith::AddIOp::create(ib, j0, jj);
       return clamp ? arith::MinSIOp::create(ib, j, lkLast).getResult() : j;
@@ -311,7 +318,10 @@ gpu::GPUFuncOp gpu_lowering::buildSplitKVKernel(OpBuilder &ob, Location loc,
       int64_t step = cfg.threads() / rc.chunks;
       for (int64_t i = 0; i * step < T; ++i) {
         Value jj = arith::AddIOp::create(ib, rc.jj0, constIdx(ib, i * step));
-        copy(ib, rc, st, jj, row(jj), rc.col);
+        SmallVector<Value, 4> src = kvIndex(ib, row(jj), rc.col);
+        copyAt(ib, rc, st, jj, src);
+        if (twin)
+          copyAt(ib, *twin, st, jj, src);
       }
       return;
     }
@@ -344,6 +354,10 @@ gpu::GPUFuncOp gpu_lowering::buildSplitKVKernel(OpBuilder &ob, Location loc,
       OpBuilder::InsertionGuard gd(ib);
       ib.setInsertionPointToStart(clamp ? ifWhole.elseBlock()
                                         : ifWhole.thenBlock());
+      if (sharedRows) {
+        copyRows(ib, kCopies, st, j0, clamp, &vCopies);
+        continue;
+      }
       copyRows(ib, kCopies, st, j0, clamp);
       copyRows(ib, vCopies, st, j0, clamp);
     }
