@@ -6,7 +6,12 @@ For each shape, three numbers per implementation:
   call    — CUDA events around one call, median: host overhead + launch + kernel, what a
             caller that waits on the result sees;
   host    — host time per call over back-to-back calls that do not wait (the Python and
-            launch cost a caller pays even when the GPU is not the bottleneck).
+            launch cost a caller pays even when the GPU is not the bottleneck);
+  idle    — wall time from call to return with the GPU idle before it (median over
+            calls): the latency a caller that waits on every call pays before its
+            kernel can start.
+"sdpa" is torch's default dispatch (no sdpa_kernel context, whose entry and exit cost
+~20 µs of their own); "cudnn" / "fa2" pin the backend inside the context.
 
 Here (compiler, no GPU):  python3 bench/gpu/bench_call_cost.py --prebuild DIR
 There (GPU, no LLVM):     FLASH_MLIR_CACHE_DIR=DIR python3 bench/gpu/bench_call_cost.py
@@ -29,6 +34,9 @@ CASES = [
     ("B=1 GQA 32/8 N=4k D=128 causal", 1, 32, 8, 4096, 4096, 128, True),
     ("N=3000 D=128 causal", 2, 16, 16, 3000, 3000, 128, True),
     ("Lq=700 Lk=3000 D=64", 2, 16, 16, 700, 3000, 64, False),
+    # Decode (the split-KV kernel: two launches and the partials' allocation).
+    ("decode B=1 8/1 Lk=4k D=128", 1, 8, 1, 1, 4096, 128, False),
+    ("decode B=16 32/8 Lk=8k D=128", 16, 32, 8, 1, 8192, 128, False),
 ]
 
 
@@ -52,8 +60,21 @@ def run():
     from common import device_line, measure
 
     print(device_line())
-    print("| shape | impl | kernel µs | TFLOP/s (kernel) | call µs | TFLOP/s (call) | host µs/call |")
-    print("|---|---|---|---|---|---|---|")
+    import statistics
+    import time
+
+    def idle_us(fn, calls=50):
+        ts = []
+        for _ in range(calls):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - t0)
+        torch.cuda.synchronize()
+        return statistics.median(ts) * 1e6
+
+    print("| shape | impl | kernel µs | TFLOP/s (kernel) | call µs | TFLOP/s (call) | host µs/call | idle µs |")
+    print("|---|---|---|---|---|---|---|---|")
     for case in CASES:
         label = case[0]
         qs, ks, vs, causal = shapes(case)
@@ -64,25 +85,26 @@ def run():
         lk = ks[2]
         pairs = lq * lk / 2 if causal else lq * lk  # causal cases are square
         flops = 4 * b * hq * pairs * d
-        kq, kk, kv = k, k, v
-        if hq != ks[1]:  # SDPA wants the heads expanded
-            kk = k.repeat_interleave(hq // ks[1], dim=1)
-            kv = v.repeat_interleave(hq // ks[1], dim=1)
-        impls = [("ours", lambda: flash_mlir.attention(q, k, v, causal=causal))]
+        gqa = hq != ks[1]
+        impls = [("ours", lambda: flash_mlir.attention(q, k, v, causal=causal)),
+                 ("sdpa", lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal,
+                                                                 enable_gqa=gqa))]
         for name, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION),
                               ("fa2", SDPBackend.FLASH_ATTENTION)):
             def sdpa(backend=backend):
                 with sdpa_kernel([backend]):
-                    return F.scaled_dot_product_attention(q, kk, kv, is_causal=causal)
+                    return F.scaled_dot_product_attention(q, k, v, is_causal=causal,
+                                                          enable_gqa=gqa)
             impls.append((name, sdpa))
         for name, fn in impls:
             try:
-                kern, call, host = measure(fn)
+                kern, call, host = measure(fn, kernels="all" if lq == 1 else "longest")
+                idle = idle_us(fn)
             except RuntimeError as e:
-                print(f"| {label} | {name} | failed: {str(e).splitlines()[0][:60]} | | | | |")
+                print(f"| {label} | {name} | failed: {str(e).splitlines()[0][:60]} | | | | | |")
                 continue
             print(f"| {label} | {name} | {kern:.1f} | {flops / kern / 1e6:.0f} | {call:.1f} | "
-                  f"{flops / call / 1e6:.0f} | {host:.1f} |")
+                  f"{flops / call / 1e6:.0f} | {host:.1f} | {idle:.1f} |")
 
 
 if __name__ == "__main__":

@@ -146,6 +146,8 @@ void bump(Counter c) { counters[c].fetch_add(1, std::memory_order_relaxed); }
   X(cuTensorMapEncodeTiled)                                                    \
   X(cuMemAllocAsync)                                                           \
   X(cuMemFreeAsync)                                                            \
+  X(cuDeviceGetDefaultMemPool)                                                 \
+  X(cuMemPoolSetAttribute)                                                     \
   X(cuMemAllocManaged)                                                         \
   X(cuThreadExchangeStreamCaptureMode)
 
@@ -629,6 +631,11 @@ FLASH_RT_EXPORT int flashRuntimeSetDevice(int ordinal) {
   return FLASH_RT_OK;
 }
 
+FLASH_RT_EXPORT int flashRuntimeBindStream(int ordinal, void *stream) {
+  flashRuntimeSetStream(stream);
+  return flashRuntimeSetDevice(ordinal);
+}
+
 FLASH_RT_EXPORT int flashRuntimeInit(void) {
   if (!currentContext())
     return tls.status != FLASH_RT_OK ? tls.status : FLASH_RT_CUDA_ERROR;
@@ -853,6 +860,33 @@ FLASH_RT_EXPORT void mgpuEventRecord(void *event, void *stream) {
         "cuEventRecord");
 }
 
+namespace {
+// The default memory pool gives its free memory back to the OS at every
+// synchronization unless told otherwise (release threshold 0), so a caller
+// that waits on each call would pay a physical allocation for the split-KV
+// partials every time (tens of microseconds, more than a decode kernel).
+// Keep up to kPoolKeepBytes reserved, once per device.
+constexpr uint64_t kPoolKeepBytes = 256ull << 20;
+
+void keepPoolAcrossSyncs() {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<bool> done[kMaxDevices];
+  if (!DRV(cuDeviceGetDefaultMemPool) || !DRV(cuMemPoolSetAttribute))
+    return;
+  CUdevice dev;
+  if (DRV(cuCtxGetDevice)(&dev) != CUDA_SUCCESS || dev < 0 ||
+      dev >= kMaxDevices || done[dev].load(std::memory_order_relaxed))
+    return;
+  CUmemoryPool pool;
+  if (DRV(cuDeviceGetDefaultMemPool)(&pool, dev) != CUDA_SUCCESS)
+    return;
+  cuuint64_t keep = kPoolKeepBytes;
+  // Best effort: a pool that refuses keeps the driver's default behaviour.
+  DRV(cuMemPoolSetAttribute)(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep);
+  done[dev].store(true, std::memory_order_relaxed);
+}
+} // namespace
+
 // Stream-ordered on a bound stream, so even IR that allocates stays capturable.
 FLASH_RT_EXPORT void *mgpuMemAlloc(uint64_t bytes, void *stream,
                                    bool hostShared) {
@@ -868,6 +902,7 @@ FLASH_RT_EXPORT void *mgpuMemAlloc(uint64_t bytes, void *stream,
     check(DRV(cuMemAllocManaged)(&p, bytes, CU_MEM_ATTACH_GLOBAL),
           "cuMemAllocManaged");
   } else if (isBound(stream) && DRV(cuMemAllocAsync)) {
+    keepPoolAcrossSyncs();
     check(DRV(cuMemAllocAsync)(&p, bytes, static_cast<CUstream>(stream)),
           "cuMemAllocAsync");
   } else {

@@ -6,6 +6,7 @@ import math
 import numbers
 import operator
 import os
+import re
 import shutil
 import threading
 
@@ -371,6 +372,12 @@ class AttentionKernel:
         self.ir, self.device, self.pipeline, self.options = ir, device, pipeline, options
         self.lse, self.path = lse, path
         self._launch = None
+        # A kernel compiled for static shapes is only ever called with those
+        # (attention() keys it by them): its output shapes and descriptors
+        # are computed once instead of per call.
+        signature = ir.split(" attributes", 1)[0]
+        self._static = "?" not in signature
+        self._arg_shapes = _signature_shapes(signature) if self._static else None
         if device == "cpu":
             from .cpu import HostLibrary
             self._lib = HostLibrary(path)
@@ -408,30 +415,56 @@ class AttentionKernel:
 
     def _call_cuda(self, q, k, v, out, lse_out, captures):
         import torch
-        q, k, v = (x.contiguous() for x in (q, k, v))
-        if k.device != q.device or v.device != q.device:
+        q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+        device = q.device
+        if k.device != device or v.device != device:
             raise ValueError("q, k and v must be on one device, got %s, %s, %s"
-                             % (q.device, k.device, v.device))
+                             % (device, k.device, v.device))
+        static = self._arg_shapes
+        if static is not None:
+            o_shape, l_shape = static[3], static[4] if self.lse else None
+        else:
+            o_shape, l_shape = q.shape[:-1] + v.shape[-1:], q.shape[:-1]
         if out is None:
-            out = torch.empty(q.shape[:-1] + v.shape[-1:], dtype=q.dtype, device=q.device)
-        _check_out(out, q.shape[:-1] + v.shape[-1:], q.dtype, out.is_contiguous())
-        if out.device != q.device:
-            raise ValueError("out is on %s, q on %s" % (out.device, q.device))
+            out = torch.empty(o_shape, dtype=q.dtype, device=device)
+        else:
+            _check_out(out, o_shape, q.dtype, out.is_contiguous())
+            if out.device != device:
+                raise ValueError("out is on %s, q on %s" % (out.device, device))
         args = [q, k, v, out]
         if self.lse:
             if lse_out is None:
-                lse_out = torch.empty(q.shape[:-1], dtype=torch.float32, device=q.device)
+                lse_out = torch.empty(l_shape, dtype=torch.float32, device=device)
             args.append(lse_out)
         for c in captures:
-            if c.device != q.device:
+            if c.device != device:
                 raise ValueError("an array the score_mod or the block table reads is on %s, q on %s"
-                                 % (c.device, q.device))
+                                 % (c.device, device))
             args.append(c.contiguous())
+        if static is not None:
+            # The descriptors carry the compiled shapes, so the tensors must
+            # have them (attention() guarantees it; a direct caller may not).
+            if len(args) != len(static):
+                raise ValueError("this kernel takes %d arrays, got %d" % (len(static), len(args)))
+            for i, a in enumerate(args):
+                if a.shape != static[i]:
+                    raise ValueError("argument %d has shape %s; this kernel was compiled for %s"
+                                     % (i, tuple(a.shape), static[i]))
         launch = self._launch
         if launch is None:
-            launch = self._launch = self._lib.launcher(FUNC_NAME, [a.dim() for a in args])
-        launch(args, torch.cuda.current_stream(q.device))
+            from .gpu import current_stream_handle
+            self._stream = current_stream_handle
+            launch = self._launch = self._lib.launcher(FUNC_NAME, [a.dim() for a in args],
+                                                       shapes=static)
+        index = device.index
+        launch(args, self._stream(index), index)
         return (out, lse_out) if self.lse else out
+
+
+def _signature_shapes(signature):
+    """The static shapes of the memref arguments of a func.func signature."""
+    return [tuple(int(d) for d in m.group(1).split("x")[:-1])
+            for m in re.finditer(r"%\w+: memref<([^>]*)>", signature)]
 
 
 def _default_pipeline(device):
@@ -536,11 +569,12 @@ def _forget_kernels():
 
 def _requires_grad(*xs):
     """Whether torch autograd must see this call (torch is imported only if
-    the arrays are its tensors)."""
-    if not any(type(x).__module__.startswith("torch") for x in xs):
-        return False
-    import torch
-    return torch.is_grad_enabled() and any(getattr(x, "requires_grad", False) for x in xs)
+    an array requires grad, which NumPy arrays never do)."""
+    for x in xs:
+        if getattr(x, "requires_grad", False):
+            import torch
+            return torch.is_grad_enabled()
+    return False
 
 
 def _array_key(x):

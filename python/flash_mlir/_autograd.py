@@ -52,11 +52,12 @@ def _grad_kernel(q, k, v, elt, scale, causal, window, align, pipeline, options, 
                 kernel = lambda args: lib.call(
                     am.FUNC_NAME + "_grad", *[am._host_view(x) for x in args])
             else:
-                from .gpu import KernelLibrary
+                from .gpu import KernelLibrary, current_stream_handle
                 lib = KernelLibrary(path)
                 launch = lib.launcher(am.FUNC_NAME + "_grad",
                                       [q.dim()] * 5 + [q.dim() - 1] + [q.dim()] * 3)
-                kernel = lambda args: launch(args, torch.cuda.current_stream(q.device))
+                device = q.device.index
+                kernel = lambda args: launch(args, current_stream_handle(device), device)
             am._kernels[key] = kernel
     return kernel
 

@@ -13,7 +13,7 @@ Needs only ctypes at import; torch is imported lazily by the tensor helpers.
 import ctypes
 import os
 
-__all__ = ["FlashRuntimeError", "KernelLibrary", "memref_descriptor"]
+__all__ = ["FlashRuntimeError", "KernelLibrary", "current_stream_handle", "memref_descriptor"]
 
 
 class FlashRuntimeError(RuntimeError):
@@ -153,46 +153,85 @@ class KernelLibrary:
             cargs.append(ctypes.c_void_p(stream.cuda_stream))
         self.call_raw(name, *cargs)
 
-    def launcher(self, name, ranks):
+    def launcher(self, name, ranks, shapes=None):
         """A fast caller of host function `name` for tensors of these ranks
-        followed by the stream: `launch(tensors, stream)` binds `stream` (a
-        torch.cuda.Stream) and calls, raising FlashRuntimeError on failure.
-        The runtime's error state is clear between calls (a failure raises
-        and clears it), so no call clears it first.
+        followed by the stream: `launch(tensors, stream, device)` binds the raw
+        stream handle `stream` (an int, see current_stream_handle) on device
+        ordinal `device` and calls, raising FlashRuntimeError on failure. The
+        runtime's error state is clear between calls (a failure raises and
+        clears it), so no call clears it first.
 
         The memref descriptors and ctypes argument list are built once per
-        thread and only their pointers, sizes and strides are rewritten per
-        call, so a launch costs a few field stores instead of constructing
-        ctypes structures (the bulk of a call's host time otherwise)."""
+        thread, so a launch costs a few field stores instead of constructing
+        ctypes structures (the bulk of a call's host time otherwise). With
+        `shapes` (a kernel compiled for these static shapes, called only with
+        contiguous tensors of them) the sizes and row-major strides are
+        written once too and a call stores only the pointers; otherwise they
+        are rewritten from each tensor."""
         import threading
         fn = self.entry(name)
         local = threading.local()
         lib, alignment = self.lib, self.alignment
+        bind = lib.flashRuntimeBindStream
+        bind.argtypes = [ctypes.c_int, ctypes.c_void_p]
+        status = lib.flashRuntimeGetStatus
 
-        def launch(tensors, stream):
-            state = getattr(local, "state", None)
-            if state is None:
-                descs = [_desc_type(r)() for r in ranks]
-                handle = ctypes.c_void_p()
-                state = local.state = (descs, [ctypes.byref(d) for d in descs] + [handle],
-                                       handle)
-            descs, args, handle = state
-            for i, (d, t) in enumerate(zip(descs, tensors)):
-                ptr = t.data_ptr()
-                if ptr % alignment:
-                    raise FlashRuntimeError(
-                        f"argument {i} of {name}: data pointer {ptr:#x} is not {alignment}-byte "
-                        f"aligned (storage offset {t.storage_offset()})", 4)
-                d.allocated = d.aligned = ptr
-                d.sizes[:] = t.shape
-                d.strides[:] = t.stride()
+        def new_state():
+            descs = [_desc_type(r)() for r in ranks]
+            if shapes is not None:
+                for d, shape in zip(descs, shapes):
+                    d.sizes[:] = shape
+                    stride = 1
+                    for i in reversed(range(len(shape))):
+                        d.strides[i] = stride
+                        stride *= max(shape[i], 1)
+            handle = ctypes.c_void_p()
+            local.state = (descs, [ctypes.byref(d) for d in descs] + [handle], handle)
+            return local.state
+
+        def misaligned(i, t, ptr):
+            return FlashRuntimeError(
+                f"argument {i} of {name}: data pointer {ptr:#x} is not {alignment}-byte "
+                f"aligned (storage offset {t.storage_offset()})", 4)
+
+        def finish(args, handle, stream, device):
             # The runtime's stream binding is per thread and shared by every
             # kernel library of the process: bind on every call.
-            handle.value = stream.cuda_stream
-            lib.flashRuntimeSetDevice(stream.device.index)
-            lib.flashRuntimeSetStream(handle)
+            handle.value = stream
+            bind(device, handle)
             fn(*args)
-            if lib.flashRuntimeGetStatus():
+            if status():
                 self._raise_if_error()
 
+        if shapes is not None:
+            def launch(tensors, stream, device):
+                descs, args, handle = getattr(local, "state", None) or new_state()
+                for i, (d, t) in enumerate(zip(descs, tensors)):
+                    ptr = t.data_ptr()
+                    if ptr % alignment:
+                        raise misaligned(i, t, ptr)
+                    d.allocated = d.aligned = ptr
+                finish(args, handle, stream, device)
+        else:
+            def launch(tensors, stream, device):
+                descs, args, handle = getattr(local, "state", None) or new_state()
+                for i, (d, t) in enumerate(zip(descs, tensors)):
+                    ptr = t.data_ptr()
+                    if ptr % alignment:
+                        raise misaligned(i, t, ptr)
+                    d.allocated = d.aligned = ptr
+                    d.sizes[:] = t.shape
+                    d.strides[:] = t.stride()
+                finish(args, handle, stream, device)
+
         return launch
+
+
+def current_stream_handle(device):
+    """The raw handle of torch's current stream on CUDA device ordinal `device`
+    (without constructing a torch.cuda.Stream, a few microseconds per call)."""
+    import torch
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return raw(device)
+    return torch.cuda.current_stream(device).cuda_stream

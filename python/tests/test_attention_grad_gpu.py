@@ -123,7 +123,10 @@ def _check(torch, ours, ref, sdpa, names=("dq", "dk", "dv")):
         assert not torch.isnan(x).any(), name
         err = (x.double() - r).abs().max().item()
         err_sdpa = (s.double() - r).abs().max().item()
-        floor = 1e-3 * max(r.abs().max().item(), 1e-30)
+        # Relative to the gradient, plus an absolute 1e-5 for a gradient that is 0 in
+        # exact arithmetic (dq with one key: dS = dP - rowsum(dO ∘ O) = 0), where both
+        # errors are f32 rounding of a cancellation; bf16 errors are 1e-3 and up.
+        floor = 1e-3 * r.abs().max().item() + 1e-5
         assert err <= 2 * err_sdpa + floor, (name, err, err_sdpa, floor)
 
 

@@ -30,6 +30,9 @@ void flashRuntimeResetStream(void);
 /* Device ordinal whose primary context the runtime uses when the thread has no current
  * context (torch makes its context current itself). Returns a status. */
 int flashRuntimeSetDevice(int ordinal);
+/* flashRuntimeSetStream(stream) and flashRuntimeSetDevice(ordinal) in one call (the
+ * per-call binding of a launcher). Returns the status of the device selection. */
+int flashRuntimeBindStream(int ordinal, void *stream);
 /* Load the driver and make a context current; returns a status. Optional: every entry
  * point initializes lazily. */
 int flashRuntimeInit(void);
