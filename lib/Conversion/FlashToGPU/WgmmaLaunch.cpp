@@ -71,6 +71,27 @@ static bool wgmmaKernelSupports(AttentionOp op, std::string &why) {
     os << "head dims must be 64 or 128, got D = " << d << ", Dv = " << dv;
     return fail(s);
   }
+  // TMA coordinates are 32-bit signed: the batch·head index and the row of
+  // Q, K and V must stay below 2^31. A dynamic size cannot get there on a
+  // card (2^31 rows of at least 128 B are 256 GB); a static one is refused
+  // here, so kernel=auto takes the mma.sync kernel, whose indices are 64-bit.
+  constexpr int64_t kTmaCoordLimit = int64_t(1) << 31;
+  for (auto [name, type] : {std::pair<StringRef, RankedTensorType>{
+                                "query", op.getQueryType()},
+                            {"key", op.getKeyType()}}) {
+    int64_t bh = 1;
+    for (int64_t i = 0; i < nb && bh < kTmaCoordLimit; ++i)
+      bh = ShapedType::isDynamic(type.getDimSize(i))
+               ? 1
+               : bh * std::max<int64_t>(type.getDimSize(i), 1);
+    int64_t rows = type.getDimSize(nb);
+    if (bh >= kTmaCoordLimit ||
+        (!ShapedType::isDynamic(rows) && rows >= kTmaCoordLimit)) {
+      os << "the wgmma kernel's TMA coordinates are 32-bit: " << name << " "
+         << type << " has a batch·head count or length of 2^31 or more";
+      return fail(s);
+    }
+  }
   return true;
 }
 
