@@ -25,14 +25,18 @@ def attention_ref(q, k, v, scale=None, causal=False, window=None, align="top_lef
         if window is not None:
             allowed &= j > diag - window
         s = np.where(allowed, s, -np.inf)
-    m = s.max(axis=-1, keepdims=True, initial=-np.inf)  # Lk = 0: every row is dead
-    live = np.isfinite(m)
-    p = np.where(live, np.exp(s - np.where(live, m, 0)), 0.0)
-    l = p.sum(axis=-1, keepdims=True)
-    out = np.where(l > 0, (p @ v) / np.where(l > 0, l, 1), 0.0)
-    with np.errstate(divide="ignore"):
-        lse = np.where(l[..., 0] > 0, np.log(np.where(l[..., 0] > 0, l[..., 0], 1))
-                       + np.where(live[..., 0], m[..., 0], 0), -np.inf)
+    # A row is dead when it sees no finite score: no key (Lk = 0, masks) or only -inf;
+    # it gives 0 and lse = -inf. NaN and +inf propagate as IEEE arithmetic has them
+    # (a NaN score, or +inf - +inf in the max subtraction, makes the row NaN).
+    m = s.max(axis=-1, keepdims=True, initial=-np.inf)
+    dead = m == -np.inf
+    mm = np.where(dead, 0.0, m)
+    with np.errstate(invalid="ignore"):
+        p = np.where(dead, 0.0, np.exp(s - mm))
+        l = p.sum(axis=-1, keepdims=True)
+        out = np.where(dead, 0.0, (p @ v) / np.where(dead, 1.0, l))
+        lse = np.where(dead[..., 0], -np.inf,
+                       np.log(np.where(dead, 1.0, l))[..., 0] + mm[..., 0])
     return out, lse
 
 

@@ -274,104 +274,103 @@ gpu::GPUFuncOp gpu_lowering::buildGradKernel(OpBuilder &ob, Location loc,
   }
   if (cfg.deterministic)
     lockBase = baseAddress(b, entry.getArgument(11));
+  // Row r of the staging tile into its accumulator row: one bulk add of
+  // 4·D bytes.
+  auto reduceRow = [&](ImplicitLocOpBuilder &ib, Value bh, Value q0, Value r) {
+    Value grow = arith::AddIOp::create(
+        ib, arith::MulIOp::create(ib, bh, lqPad), arith::AddIOp::create(ib, q0, r));
+    Value dst = arith::AddIOp::create(
+        ib, dqBase,
+        arith::IndexCastOp::create(
+            ib, ib.getI64Type(),
+            arith::MulIOp::create(ib, grow, constIdx(ib, 4 * D))));
+    Value src = arith::TruncIOp::create(
+        ib, ib.getI32Type(),
+        arith::AddIOp::create(
+            ib, stageBase,
+            arith::IndexCastOp::create(
+                ib, ib.getI64Type(),
+                arith::MulIOp::create(ib, r, constIdx(ib, 4 * (D + kDqPad))))));
+    ptx(ib,
+        "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [$0], "
+        "[$1], $2;\n\tcp.async.bulk.commit_group;",
+        ValueRange{dst, src, constI32(ib, 4 * D)}, "l,r,r");
+  };
   auto reduceDq = [&](ImplicitLocOpBuilder &ib, Value it) {
-    ifReducer(ib, [&] {
-      auto [bh, q0] = stepBlock(ib, it);
-      Value grow = arith::AddIOp::create(
-          ib, arith::MulIOp::create(ib, bh, lqPad),
-          arith::AddIOp::create(ib, q0, tid));
-      Value dst = arith::AddIOp::create(
-          ib, dqBase,
-          arith::IndexCastOp::create(
-              ib, ib.getI64Type(),
-              arith::MulIOp::create(ib, grow, constIdx(ib, 4 * D))));
-      Value src = arith::TruncIOp::create(
-          ib, ib.getI32Type(),
-          arith::AddIOp::create(
-              ib, stageBase,
-              arith::IndexCastOp::create(
-                  ib, ib.getI64Type(),
-                  arith::MulIOp::create(ib, tid,
-                                        constIdx(ib, 4 * (D + kDqPad))))));
-      auto issue = [&] {
-        ptx(ib,
-            "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [$0], "
-            "[$1], $2;\n\tcp.async.bulk.commit_group;",
-            ValueRange{dst, src, constI32(ib, 4 * D)}, "l,r,r");
-      };
-      if (!cfg.deterministic) {
-        issue();
-        return;
-      }
-      // Deterministic: the key blocks that see this query block add their
-      // dQ in key-block order. Block kb waits until the block's counter
-      // says kb - kFirst blocks went before it (they have lower CTA indices,
-      // so they were scheduled first), adds, waits for its add to finish,
-      // and passes the turn on.
-      Value lock = arith::AddIOp::create(
-          ib, lockBase,
-          arith::IndexCastOp::create(
-              ib, ib.getI64Type(),
-              arith::MulIOp::create(
-                  ib,
-                  arith::AddIOp::create(
-                      ib, arith::MulIOp::create(ib, bh, lqPad),
-                      arith::DivUIOp::create(ib, q0, constIdx(ib, Br))),
-                  constIdx(ib, 4))));
-      Value kFirst = zero;
-      if (cfg.mask && cfg.mask.getKind() == MaskKind::SlidingWindow) {
-        Value lo = arith::AddIOp::create(
-            ib, arith::AddIOp::create(ib, q0, diagOff),
-            constIdx(ib, 1 - cfg.mask.getWindow()));
-        kFirst = arith::MaxSIOp::create(
-            ib, arith::FloorDivSIOp::create(ib, lo, constIdx(ib, Bc)), zero);
-      }
-      Value turn = arith::IndexCastOp::create(
-          ib, ib.getI32Type(),
-          arith::SubIOp::create(
-              ib, gpu::BlockIdOp::create(ib, gpu::Dimension::x), kFirst));
-      Value first =
-          arith::CmpIOp::create(ib, arith::CmpIPredicate::eq, tid, zero);
-      {
-        OpBuilder::InsertionGuard gw(ib);
-        auto ifFirst = scf::IfOp::create(ib, first, /*withElse=*/false);
-        ib.setInsertionPointToStart(ifFirst.thenBlock());
-        auto spin = scf::WhileOp::create(ib, TypeRange{}, ValueRange{});
-        Block *before = ib.createBlock(&spin.getBefore());
-        ib.setInsertionPointToStart(before);
-        Value seen =
-            LLVM::InlineAsmOp::create(
-                ib, ib.getI32Type(), ValueRange{lock},
-                "ld.acquire.gpu.global.b32 $0, [$1];", "=r,l",
-                /*has_side_effects=*/true, /*is_align_stack=*/false,
-                LLVM::tailcallkind::TailCallKind::None,
-                LLVM::AsmDialectAttr::get(ib.getContext(),
-                                          LLVM::AsmDialect::AD_ATT),
-                ArrayAttr())
-                .getResult(0);
-        scf::ConditionOp::create(
-            ib,
-            arith::CmpIOp::create(ib, arith::CmpIPredicate::ne, seen, turn),
-            ValueRange{});
-        Block *after = ib.createBlock(&spin.getAfter());
-        ib.setInsertionPointToStart(after);
-        scf::YieldOp::create(ib, ValueRange{});
-      }
-      // barrier.sync without .aligned: thread 0 arrives after its spin, the
-      // rest of its warp before it.
-      std::string bar = "barrier.sync 1, " + std::to_string(Br) + ";";
-      ptx(ib, bar, {}, "");
-      issue();
-      ptx(ib, "cp.async.bulk.wait_group 0;", {}, "");
-      ptx(ib, bar, {}, "");
-      OpBuilder::InsertionGuard gw(ib);
-      auto ifFirst = scf::IfOp::create(ib, first, /*withElse=*/false);
-      ib.setInsertionPointToStart(ifFirst.thenBlock());
-      ptx(ib,
-          "fence.proxy.async.global;\n\tred.release.gpu.global.add.s32 "
-          "[$0], 1;",
-          ValueRange{lock}, "l");
-    });
+    if (!cfg.deterministic) {
+      ifReducer(ib, [&] {
+        auto [bh, q0] = stepBlock(ib, it);
+        reduceRow(ib, bh, q0, tid);
+      });
+      return;
+    }
+    // Deterministic: the key blocks that see this query block add their dQ
+    // in key-block order. Thread 0 waits until the block's counter says
+    // kb - kFirst blocks went before it (they have lower CTA indices, so they
+    // were scheduled first), adds the block's rows, waits for its adds to
+    // finish, and passes the turn on. One thread issues every row, so no
+    // other thread waits on the turn: the CTA's barriers stay whole.
+    OpBuilder::InsertionGuard gw(ib);
+    auto ifFirst = scf::IfOp::create(
+        ib, arith::CmpIOp::create(ib, arith::CmpIPredicate::eq, tid, zero),
+        /*withElse=*/false);
+    ib.setInsertionPointToStart(ifFirst.thenBlock());
+    auto [bh, q0] = stepBlock(ib, it);
+    Value lock = arith::AddIOp::create(
+        ib, lockBase,
+        arith::IndexCastOp::create(
+            ib, ib.getI64Type(),
+            arith::MulIOp::create(
+                ib,
+                arith::AddIOp::create(
+                    ib, arith::MulIOp::create(ib, bh, lqPad),
+                    arith::DivUIOp::create(ib, q0, constIdx(ib, Br))),
+                constIdx(ib, 4))));
+    Value kFirst = zero;
+    if (cfg.mask && cfg.mask.getKind() == MaskKind::SlidingWindow) {
+      Value lo = arith::AddIOp::create(
+          ib, arith::AddIOp::create(ib, q0, diagOff),
+          constIdx(ib, 1 - cfg.mask.getWindow()));
+      kFirst = arith::MaxSIOp::create(
+          ib, arith::FloorDivSIOp::create(ib, lo, constIdx(ib, Bc)), zero);
+    }
+    Value turn = arith::IndexCastOp::create(
+        ib, ib.getI32Type(),
+        arith::SubIOp::create(
+            ib, gpu::BlockIdOp::create(ib, gpu::Dimension::x), kFirst));
+    {
+      OpBuilder::InsertionGuard gs(ib);
+      auto spin = scf::WhileOp::create(ib, TypeRange{}, ValueRange{});
+      Block *before = ib.createBlock(&spin.getBefore());
+      ib.setInsertionPointToStart(before);
+      Value seen =
+          LLVM::InlineAsmOp::create(
+              ib, ib.getI32Type(), ValueRange{lock},
+              "ld.acquire.gpu.global.b32 $0, [$1];", "=r,l",
+              /*has_side_effects=*/true, /*is_align_stack=*/false,
+              LLVM::tailcallkind::TailCallKind::None,
+              LLVM::AsmDialectAttr::get(ib.getContext(),
+                                        LLVM::AsmDialect::AD_ATT),
+              ArrayAttr())
+              .getResult(0);
+      scf::ConditionOp::create(
+          ib, arith::CmpIOp::create(ib, arith::CmpIPredicate::ne, seen, turn),
+          ValueRange{});
+      Block *after = ib.createBlock(&spin.getAfter());
+      ib.setInsertionPointToStart(after);
+      scf::YieldOp::create(ib, ValueRange{});
+    }
+    scf::ForOp::create(ib, zero, constIdx(ib, Br), one, ValueRange{},
+                       [&](OpBuilder &nb, Location l, Value r, ValueRange) {
+                         ImplicitLocOpBuilder rb(l, nb);
+                         reduceRow(rb, bh, q0, r);
+                         scf::YieldOp::create(rb, ValueRange{});
+                       });
+    ptx(ib, "cp.async.bulk.wait_group 0;", {}, "");
+    ptx(ib,
+        "fence.proxy.async.global;\n\tred.release.gpu.global.add.s32 "
+        "[$0], 1;",
+        ValueRange{lock}, "l");
   };
 
   auto loop = scf::ForOp::create(

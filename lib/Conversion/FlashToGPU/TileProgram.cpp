@@ -302,7 +302,10 @@ RowResult gpu_lowering::finishRow(ImplicitLocOpBuilder &b, Value m, Value l,
                                   bool withLse) {
   Value zero = constF32(b, 0.0), one = constF32(b, 1.0);
   RowResult r;
-  r.live = arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, l, zero);
+  // A row is dead when its sum is 0 (it saw no finite score); a NaN sum (a
+  // NaN or +inf among its inputs) stays live, so NaN reaches the output and
+  // the lse as IEEE arithmetic has it.
+  r.live = arith::CmpFOp::create(b, arith::CmpFPredicate::UNE, l, zero);
   r.inv = arith::SelectOp::create(b, r.live, arith::DivFOp::create(b, one, l),
                                   zero);
   if (withLse) {
