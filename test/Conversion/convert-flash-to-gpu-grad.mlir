@@ -93,10 +93,10 @@
 // ATOMIC: gpu.func @dq(
 
 // Deterministic: one turn counter per (batch·head, query block), zeroed by
-// prep; thread 0 waits for the block's turn (acquire), issues the add of
-// every row of the staging tile, waits for them to complete, and passes the
-// turn on (release). No other thread waits on the turn, so no barrier of a
-// part of the CTA is needed.
+// prep; lane 0 of warp 0 waits for the block's turn (acquire), the warp adds
+// the rows of the staging tile (two per lane), each lane waits for its adds,
+// and after a warp barrier lane 0 passes the turn on (release). Only warp 0
+// waits on the turn, so no barrier of a part of the CTA is needed.
 // DET: %[[LOCKS:.*]], %{{.*}} = gpu.alloc async [%{{.*}}] (%{{.*}}, %{{.*}}) : memref<?x?xi32>
 // DET: @flash_attention_0::@prep {{.*}} %[[LOCKS]] : memref<?x?xi32>)
 // DET: @flash_attention_0::@kernel {{.*}} %[[LOCKS]] : memref<?x?xi32>)
@@ -107,10 +107,11 @@
 // DET: scf.while
 // DET: "ld.acquire.gpu.global.b32 $0, [$1];"
 // DET-NOT: barrier.sync
-// DET: scf.for %{{.*}} = %c0{{.*}} to %c64{{.*}} step %c1
+// DET: "bar.warp.sync -1;"
+// DET: cp.reduce.async.bulk
 // DET: cp.reduce.async.bulk
 // DET: "cp.async.bulk.wait_group 0;"
-// DET-NOT: barrier.sync
+// DET: "bar.warp.sync -1;"
 // DET: red.release.gpu.global.add.s32
 
 // SMALL: gpu.launch_func async [%{{.*}}] @flash_attention_0::@kernel blocks in ({{.*}}) threads in (%c128{{.*}}) dynamic_shared_memory_size %c{{[0-9]+}}_i32

@@ -305,16 +305,18 @@ gpu::GPUFuncOp gpu_lowering::buildGradKernel(OpBuilder &ob, Location loc,
       return;
     }
     // Deterministic: the key blocks that see this query block add their dQ
-    // in key-block order. Thread 0 waits until the block's counter says
-    // kb - kFirst blocks went before it (they have lower CTA indices, so they
-    // were scheduled first), adds the block's rows, waits for its adds to
-    // finish, and passes the turn on. One thread issues every row, so no
-    // other thread waits on the turn: the CTA's barriers stay whole.
+    // in key-block order. Lane 0 of warp 0 waits until the block's counter
+    // says kb - kFirst blocks went before it (they have lower CTA indices, so
+    // they were scheduled first); the warp's lanes then add the block's rows,
+    // each waits for its own adds, and once the whole warp has (warp
+    // barriers, which a divergent lane may join late) lane 0 passes the turn
+    // on. Only warp 0 waits on the turn, so the CTA's barriers stay whole.
     OpBuilder::InsertionGuard gw(ib);
-    auto ifFirst = scf::IfOp::create(
-        ib, arith::CmpIOp::create(ib, arith::CmpIPredicate::eq, tid, zero),
+    auto ifWarp0 = scf::IfOp::create(
+        ib, arith::CmpIOp::create(ib, arith::CmpIPredicate::ult, tid,
+                                  constIdx(ib, 32)),
         /*withElse=*/false);
-    ib.setInsertionPointToStart(ifFirst.thenBlock());
+    ib.setInsertionPointToStart(ifWarp0.thenBlock());
     auto [bh, q0] = stepBlock(ib, it);
     Value lock = arith::AddIOp::create(
         ib, lockBase,
@@ -338,8 +340,11 @@ gpu::GPUFuncOp gpu_lowering::buildGradKernel(OpBuilder &ob, Location loc,
         ib, ib.getI32Type(),
         arith::SubIOp::create(
             ib, gpu::BlockIdOp::create(ib, gpu::Dimension::x), kFirst));
+    Value first = arith::CmpIOp::create(ib, arith::CmpIPredicate::eq, tid, zero);
     {
       OpBuilder::InsertionGuard gs(ib);
+      auto ifFirst = scf::IfOp::create(ib, first, /*withElse=*/false);
+      ib.setInsertionPointToStart(ifFirst.thenBlock());
       auto spin = scf::WhileOp::create(ib, TypeRange{}, ValueRange{});
       Block *before = ib.createBlock(&spin.getBefore());
       ib.setInsertionPointToStart(before);
@@ -360,13 +365,13 @@ gpu::GPUFuncOp gpu_lowering::buildGradKernel(OpBuilder &ob, Location loc,
       ib.setInsertionPointToStart(after);
       scf::YieldOp::create(ib, ValueRange{});
     }
-    scf::ForOp::create(ib, zero, constIdx(ib, Br), one, ValueRange{},
-                       [&](OpBuilder &nb, Location l, Value r, ValueRange) {
-                         ImplicitLocOpBuilder rb(l, nb);
-                         reduceRow(rb, bh, q0, r);
-                         scf::YieldOp::create(rb, ValueRange{});
-                       });
+    ptx(ib, "bar.warp.sync -1;", {}, "");
+    for (int64_t r0 = 0; r0 < Br; r0 += 32)
+      reduceRow(ib, bh, q0, arith::AddIOp::create(ib, tid, constIdx(ib, r0)));
     ptx(ib, "cp.async.bulk.wait_group 0;", {}, "");
+    ptx(ib, "bar.warp.sync -1;", {}, "");
+    auto ifFirst = scf::IfOp::create(ib, first, /*withElse=*/false);
+    ib.setInsertionPointToStart(ifFirst.thenBlock());
     ptx(ib,
         "fence.proxy.async.global;\n\tred.release.gpu.global.add.s32 "
         "[$0], 1;",
