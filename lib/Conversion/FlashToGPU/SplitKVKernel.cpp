@@ -220,23 +220,18 @@ gpu::GPUFuncOp gpu_lowering::buildSplitKVKernel(OpBuilder &ob, Location loc,
     lk = memref::DimOp::create(b, args.k, 1);
   }
   Value lkLast = arith::SubIOp::create(b, lk, one);
-  auto pageOf = [&](ImplicitLocOpBuilder &ib, Value j) -> Value {
-    Value slot = arith::DivUIOp::create(ib, j, constIdx(ib, spec.pageSize));
+  auto kvIndex = [&](ImplicitLocOpBuilder &ib, Value j,
+                     Value col) -> SmallVector<Value, 4> {
+    if (spec.pageSize == 0)
+      return {kvbh, j, col};
+    Value size = constIdx(ib, spec.pageSize);
+    Value slot = arith::DivUIOp::create(ib, j, size);
     Value page = arith::IndexCastOp::create(
         ib, ib.getIndexType(),
         memref::LoadOp::create(ib, args.blockTable, ValueRange{kvBatch, slot}));
-    return arith::MinSIOp::create(
+    page = arith::MinSIOp::create(
         ib, arith::MaxSIOp::create(ib, page, constIdx(ib, 0)), lastPage);
-  };
-  // `page`: key j's page when already read (null: read it here).
-  auto kvIndex = [&](ImplicitLocOpBuilder &ib, Value j, Value col,
-                     Value page = Value()) -> SmallVector<Value, 4> {
-    if (spec.pageSize == 0)
-      return {kvbh, j, col};
-    if (!page)
-      page = pageOf(ib, j);
-    return {page, arith::RemUIOp::create(ib, j, constIdx(ib, spec.pageSize)),
-            kvHead, col};
+    return {page, arith::RemUIOp::create(ib, j, size), kvHead, col};
   };
 
   // This thread's two packed rows (fragment rows g and g + 8 of its warp's
@@ -314,8 +309,7 @@ gpu::GPUFuncOp gpu_lowering::buildSplitKVKernel(OpBuilder &ob, Location loc,
   bool sharedRows = spec.pageSize > 0 && kCopies.jj0 && vCopies.jj0 &&
                     kCopies.chunks == vCopies.chunks;
   auto copyRows = [&](ImplicitLocOpBuilder &ib, const RowCopies &rc, Value st,
-                      Value j0, bool clamp, const RowCopies *twin = nullptr,
-                      ValueRange pages = {}) {
+                      Value j0, bool clamp, const RowCopies *twin = nullptr) {
     auto row = [&](Value jj) {
       Value j = arith::AddIOp::create(ib, j0, jj);
       return clamp ? arith::MinSIOp::create(ib, j, lkLast).getResult() : j;
@@ -324,8 +318,7 @@ gpu::GPUFuncOp gpu_lowering::buildSplitKVKernel(OpBuilder &ob, Location loc,
       int64_t step = cfg.threads() / rc.chunks;
       for (int64_t i = 0; i * step < T; ++i) {
         Value jj = arith::AddIOp::create(ib, rc.jj0, constIdx(ib, i * step));
-        SmallVector<Value, 4> src = kvIndex(ib, row(jj), rc.col,
-                                            pages.empty() ? Value() : pages[i]);
+        SmallVector<Value, 4> src = kvIndex(ib, row(jj), rc.col);
         copyAt(ib, rc, st, jj, src);
         if (twin)
           copyAt(ib, *twin, st, jj, src);
@@ -351,8 +344,7 @@ gpu::GPUFuncOp gpu_lowering::buildSplitKVKernel(OpBuilder &ob, Location loc,
   };
   // One tile into stage `st`: all threads, 16 bytes per copy; keys past Lk
   // repeat the last key (masked in the softmax).
-  auto loadTile = [&](ImplicitLocOpBuilder &ib, Value tile, Value st,
-                      ValueRange pages = {}) {
+  auto loadTile = [&](ImplicitLocOpBuilder &ib, Value tile, Value st) {
     Value j0 = arith::MulIOp::create(ib, tile, constIdx(ib, T));
     Value whole = arith::CmpIOp::create(
         ib, arith::CmpIPredicate::sle,
@@ -363,7 +355,7 @@ gpu::GPUFuncOp gpu_lowering::buildSplitKVKernel(OpBuilder &ob, Location loc,
       ib.setInsertionPointToStart(clamp ? ifWhole.elseBlock()
                                         : ifWhole.thenBlock());
       if (sharedRows) {
-        copyRows(ib, kCopies, st, j0, clamp, &vCopies, pages);
+        copyRows(ib, kCopies, st, j0, clamp, &vCopies);
         continue;
       }
       copyRows(ib, kCopies, st, j0, clamp);
@@ -380,46 +372,14 @@ gpu::GPUFuncOp gpu_lowering::buildSplitKVKernel(OpBuilder &ob, Location loc,
   auto waitGroups = [&](ImplicitLocOpBuilder &ib, int64_t pending) {
     NVVM::CpAsyncWaitGroupOp::create(ib, ib.getI32IntegerAttr(pending));
   };
-  auto loadIfInRange = [&](ImplicitLocOpBuilder &ib, Value i,
-                           ValueRange pages = {}) {
+  auto loadIfInRange = [&](ImplicitLocOpBuilder &ib, Value i) {
     auto in = scf::IfOp::create(
         ib, arith::CmpIOp::create(ib, arith::CmpIPredicate::slt, i, nLocal),
         /*withElse=*/false);
     OpBuilder::InsertionGuard gd(ib);
     ib.setInsertionPointToStart(in.thenBlock());
     loadTile(ib, arith::AddIOp::create(ib, tBegin, i),
-             arith::RemUIOp::create(ib, i, constIdx(ib, S)), pages);
-  };
-  // A paged cache's block-table reads are a dependent load in front of each
-  // copy; read the pages of the thread's rows of local tile i one iteration
-  // ahead (carried in the loop), so the copies issue without waiting. The
-  // rows are clamped into [0, Lk) as the copies' are; with no key at all
-  // nothing is read.
-  bool prefetchPages = sharedRows;
-  int64_t pageRows = prefetchPages ? T / (cfg.threads() / kCopies.chunks) : 0;
-  auto pagesFor = [&](ImplicitLocOpBuilder &ib, Value i) -> SmallVector<Value> {
-    auto any = scf::IfOp::create(
-        ib, SmallVector<Type>(pageRows, ib.getIndexType()),
-        arith::CmpIOp::create(ib, arith::CmpIPredicate::sgt, lk, zero),
-        /*withElse=*/true);
-    {
-      OpBuilder::InsertionGuard gd(ib);
-      ib.setInsertionPointToStart(any.thenBlock());
-      Value j0 = arith::MulIOp::create(
-          ib, arith::AddIOp::create(ib, tBegin, i), constIdx(ib, T));
-      int64_t step = cfg.threads() / kCopies.chunks;
-      SmallVector<Value> pages;
-      for (int64_t r = 0; r < pageRows; ++r) {
-        Value j = arith::AddIOp::create(
-            ib, j0, arith::AddIOp::create(ib, kCopies.jj0, constIdx(ib, r * step)));
-        j = arith::MinSIOp::create(ib, j, lkLast);
-        pages.push_back(pageOf(ib, j));
-      }
-      scf::YieldOp::create(ib, pages);
-      ib.setInsertionPointToStart(any.elseBlock());
-      scf::YieldOp::create(ib, SmallVector<Value>(pageRows, zero));
-    }
-    return SmallVector<Value>(any.getResults());
+             arith::RemUIOp::create(ib, i, constIdx(ib, S)));
   };
   for (int64_t s = 0; s + 1 < S; ++s) {
     loadIfInRange(b, constIdx(b, s));
@@ -442,11 +402,6 @@ gpu::GPUFuncOp gpu_lowering::buildSplitKVKernel(OpBuilder &ob, Location loc,
   Value zf = constF32(b, 0.0);
   SmallVector<Value> init = {negInf, negInf, zf, zf};
   init.append(Dv / 2, zf);
-  const int64_t numAcc = init.size();
-  if (prefetchPages) {
-    SmallVector<Value> first = pagesFor(b, constIdx(b, S - 1));
-    init.append(first.begin(), first.end());
-  }
 
   auto loop = scf::ForOp::create(
       b, zero, nLocal, one, init,
@@ -457,13 +412,8 @@ gpu::GPUFuncOp gpu_lowering::buildSplitKVKernel(OpBuilder &ob, Location loc,
         // stage takes the copies of tile it + S - 1 during this one's math.
         waitGroups(ib, S - 2);
         gpu::BarrierOp::create(ib);
-        ValueRange pages = state.drop_front(numAcc);
-        loadIfInRange(ib, arith::AddIOp::create(ib, it, constIdx(ib, S - 1)),
-                      pages);
+        loadIfInRange(ib, arith::AddIOp::create(ib, it, constIdx(ib, S - 1)));
         commit(ib);
-        SmallVector<Value> nextPages;
-        if (prefetchPages)
-          nextPages = pagesFor(ib, arith::AddIOp::create(ib, it, constIdx(ib, S)));
         Value st = arith::RemUIOp::create(ib, it, constIdx(ib, S));
         Value tile = arith::AddIOp::create(ib, tBegin, it);
         Value colBase = arith::AddIOp::create(
@@ -479,17 +429,16 @@ gpu::GPUFuncOp gpu_lowering::buildSplitKVKernel(OpBuilder &ob, Location loc,
                                                warpQLo, warpQHi, lk, diagOff);
         std::array<Value, 2> alpha =
             maskedSoftmaxStep(ib, s, rs, spec.scale, needsMask, sc);
-        SmallVector<Value> o(state.slice(4, numAcc - 4));
+        SmallVector<Value> o(state.drop_front(4));
         for (size_t i = 0; i < o.size(); ++i)
           o[i] = arith::MulFOp::create(ib, o[i],
                                        alpha[AccumulatorLayout::rowHalf(i)]);
         accumulatePV(ib, elem, vRing, st, warpKey0, s, lane16, Tw, Dv, o);
         SmallVector<Value> next = {rs.m[0], rs.m[1], rs.l[0], rs.l[1]};
         next.append(o.begin(), o.end());
-        next.append(nextPages.begin(), nextPages.end());
         scf::YieldOp::create(ib, next);
       });
-  SmallVector<Value> fin(loop.getResults().take_front(numAcc));
+  SmallVector<Value> fin(loop.getResults());
 
   // Warps that split the keys of a tile merge their partials (m, l, O) into
   // the first warp of their row slice, through the drained ring.
