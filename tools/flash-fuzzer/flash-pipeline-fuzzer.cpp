@@ -2,8 +2,9 @@
 //
 // Each input is parsed and verified as a module; what parses goes through
 // flash-raise-attention, and the result through each lowering on its own copy:
-// flash-tile-attention, flash-decompose-attention, and flash-attention-into-
-// destination + convert-flash-to-gpu (the GPU IR, no ptxas). Every pass runs
+// flash-tile-attention, flash-decompose-attention, flash-attention-into-
+// destination + convert-flash-to-gpu (the GPU IR, no ptxas), and
+// flash-unpage-attention + flash-tile-attention (paged caches). Every pass runs
 // with the verifier after it. Diagnostics are the expected outcome for most
 // inputs and are dropped; a crash or a sanitizer report is a finding.
 //
@@ -40,6 +41,7 @@ static constexpr const char *kLowerings[] = {
     "builtin.module(flash-decompose-attention)",
     "builtin.module(func.func(flash-attention-into-destination),"
     "convert-flash-to-gpu)",
+    "builtin.module(flash-unpage-attention,flash-tile-attention)",
 };
 
 extern "C" int LLVMFuzzerInitialize(int *, char ***) {
