@@ -161,12 +161,33 @@ def _alibi_dims(q_shape, slopes_shape):
     return tuple(range(nb - n, nb)), slopes_shape
 
 
-def _score_mod_ir(q_shape, k_shape, bias=None, softcap=None, alibi_slopes=None):
+def _captures_clause(caps):
+    if not caps:
+        return ""
+    return " captures(%s : %s)" % (", ".join("%%%s_t" % n for n, _, _ in caps),
+                                   ", ".join(_tensor(sh, e) for _, sh, e in caps))
+
+
+def traced_score_mod(fn, q_shape, arg_specs):
+    """attention()'s score_mod=fn traced for q of `q_shape` and arguments of
+    (shape, element type) `arg_specs`: (captures, region) as attention_ir's
+    score_mod= takes them."""
+    from . import score
+    region = score.trace(fn, len(q_shape) - 2, arg_specs)
+    return [("m%d" % n, tuple(sh), e) for n, (sh, e) in enumerate(arg_specs)], region
+
+
+def _score_mod_ir(q_shape, k_shape, bias=None, softcap=None, alibi_slopes=None,
+                  traced=None):
     """The captures [(name, shape, element type)] and the `captures(...)` and
     `score_mod {...}` clauses of attention()'s score conveniences, in the
     order they apply to the scaled score t: softcap·tanh(t / softcap), then
     + bias, then − slope[h]·|i + Lk − Lq − j| (ALiBi as FlashAttention
-    defines it)."""
+    defines it); or of a traced score_mod=fn ((captures, region), which
+    excludes the conveniences)."""
+    if traced is not None:
+        caps, region = traced
+        return caps, _captures_clause(caps), region
     softcap = _check_softcap(softcap)
     nb = len(q_shape) - 2
     caps, reads = [], []
@@ -216,17 +237,13 @@ def _score_mod_ir(q_shape, k_shape, bias=None, softcap=None, alibi_slopes=None):
                   "    %%a%d = arith.subf %s, %%pen : f32" % (n, cur)]
         cur = "%%a%d" % n
     lines.append("    flash.yield %s : f32" % cur)
-    captures = ""
-    if caps:
-        captures = " captures(%s : %s)" % (", ".join("%%%s_t" % n for n, _, _ in caps),
-                                          ", ".join(types))
     region = " score_mod {\n  ^bb0(%s):\n%s\n  }" % (args, "\n".join(lines))
-    return caps, captures, region
+    return caps, _captures_clause(caps), region
 
 
 def attention_ir(q_shape, k_shape, v_shape, dtype="f32", *, scale=None, causal=False,
                  window=None, align="top_left", lse=False, dynamic=False, bias=None,
-                 softcap=None, alibi_slopes=None, name=FUNC_NAME):
+                 softcap=None, alibi_slopes=None, score_mod=None, name=FUNC_NAME):
     """The module attention() compiles: one function in destination-passing
     style on memrefs (q, k, v, out[, lse]) with a C interface, the form both
     flash-cpu-pipeline and flash-gpu-pipeline take.
@@ -241,12 +258,16 @@ def attention_ir(q_shape, k_shape, v_shape, dtype="f32", *, scale=None, causal=F
     softcap=c; bias=(shape, dtype), an additive bias broadcast to the scores
     [batch..., Lq, Lk], read from an argument after the outputs that holds
     its non-broadcast dims (its shape without the size-1 dims);
-    alibi_slopes=shape ([heads] or [batch, heads], f32), read after it."""
+    alibi_slopes=shape ([heads] or [batch, heads], f32), read after it.
+    score_mod=(captures, region), traced_score_mod's, instead of those: the
+    region and its captures, read after the outputs in order."""
     q_shape, k_shape, v_shape, scale = _checked_signature(q_shape, k_shape, v_shape, scale)
-    if dynamic and (bias is not None or softcap is not None or alibi_slopes is not None):
-        raise ValueError("bias=, softcap= and alibi_slopes= need static shapes "
+    if dynamic and (bias is not None or softcap is not None or alibi_slopes is not None
+                    or score_mod is not None):
+        raise ValueError("bias=, softcap=, alibi_slopes= and score_mod= need static shapes "
                          "(dynamic=False)")
-    caps, captures, score_mod = _score_mod_ir(q_shape, k_shape, bias, softcap, alibi_slopes)
+    caps, captures, score_mod = _score_mod_ir(q_shape, k_shape, bias, softcap, alibi_slopes,
+                                              score_mod)
     o_shape = q_shape[:-1] + v_shape[-1:]
     l_shape = q_shape[:-1]
     if dynamic:
@@ -328,7 +349,7 @@ def paged_attention_ir(q_shape, cache_k_shape, cache_v_shape, table_shape, dtype
 
 def attention_grad_ir(q_shape, k_shape, v_shape, dtype="f32", *, scale=None, causal=False,
                       window=None, align="top_left", bias=None, softcap=None,
-                      alibi_slopes=None, name=FUNC_NAME + "_grad"):
+                      alibi_slopes=None, score_mod=None, name=FUNC_NAME + "_grad"):
     """The module of attention()'s backward: flash.attention_grad in
     destination-passing style on memrefs (q, k, v, o, do, lse[, bias] -> dq, dk,
     dv[, dbias]), P recomputed from the forward's log-sum-exp. Arguments as
@@ -340,8 +361,10 @@ def attention_grad_ir(q_shape, k_shape, v_shape, dtype="f32", *, scale=None, cau
     ins = [("q", q_shape, dtype), ("k", k_shape, dtype), ("v", v_shape, dtype),
            ("o", o_shape, dtype), ("do", o_shape, dtype), ("lse", q_shape[:-1], "f32")]
     outs = [("dq", q_shape, dtype), ("dk", k_shape, dtype), ("dv", v_shape, dtype)]
-    caps, captures, score_mod = _score_mod_ir(q_shape, k_shape, bias, softcap, alibi_slopes)
-    outs += [("d" + n, sh, e) for n, sh, e in caps]
+    caps, captures, score_mod = _score_mod_ir(q_shape, k_shape, bias, softcap, alibi_slopes,
+                                              score_mod)
+    # Float captures get a gradient; integer and i1 ones (masks, lengths) none.
+    outs += [("d" + n, sh, e) for n, sh, e in caps if e in ("f32", "f16", "bf16")]
     sig = ", ".join("%%%s: %s" % (n, _memref(s, e)) for n, s, e in ins + caps + outs)
     body = []
     for n, s, e in ins + caps + outs:
@@ -628,9 +651,51 @@ def _check_index_array(name, x, kind, shape):
             name, "[%s]" % ", ".join("?" if e is None else str(e) for e in shape), tuple(x.shape)))
 
 
+_ARG_TYPES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "bool": "i1",
+              "int32": "i32", "int64": "i64"}
+
+
+def score_mod_arg_specs(args, kind):
+    """(shape, MLIR element type) of each score_mod argument, checked to be q's
+    kind of array with a supported dtype."""
+    specs = []
+    for n, a in enumerate(args):
+        if type(a).__module__.startswith("torch"):
+            akind = "torch-cuda" if a.is_cuda else "torch-cpu"
+            dt = str(a.dtype).replace("torch.", "")
+        else:
+            import numpy as np
+            if not isinstance(a, np.ndarray):
+                raise TypeError("score_mod_args[%d] must be a NumPy array or a torch tensor, "
+                                "got %s" % (n, type(a).__name__))
+            akind, dt = "numpy", str(a.dtype)
+        if akind != kind:
+            raise TypeError("score_mod_args[%d] must be the same kind of array as q (%s), "
+                            "got %s" % (n, kind, akind))
+        elt = _ARG_TYPES.get(dt)
+        if elt is None:
+            raise TypeError("score_mod_args[%d] has dtype %s (float32, float16, bfloat16, "
+                            "bool, int32 or int64)" % (n, dt))
+        specs.append((tuple(a.shape), elt))
+    return specs
+
+
+def _fn_key(fn):
+    """What a traced score_mod depends on besides its arguments' shapes: its
+    code, defaults and closed-over values; None when one of them is not
+    hashable (then it is traced on every call)."""
+    try:
+        key = (getattr(fn, "__code__", fn), getattr(fn, "__defaults__", None),
+               tuple(c.cell_contents for c in (getattr(fn, "__closure__", None) or ())))
+        hash(key)
+        return key
+    except (TypeError, ValueError):
+        return None
+
+
 def _kernel_for(q, k, v, scale, causal, window, align, return_lse, dynamic, pipeline, cache,
                 options, bias=None, softcap=None, alibi_slopes=None, block_table=None,
-                seq_lens=None):
+                seq_lens=None, score_mod=None, score_mod_args=()):
     """The kernel for these arrays and arguments, built or read from the
     cache, with the kind of array and the element type."""
     kinds = [_classify(x) for x in (q, k, v)]
@@ -650,9 +715,14 @@ def _kernel_for(q, k, v, scale, causal, window, align, return_lse, dynamic, pipe
     else:
         bias_ir = None if bias is None else (tuple(bias.shape), bias_type(bias, kind, elt))
         slopes_ir = None if alibi_slopes is None else slopes_type(alibi_slopes, kind)
+        traced = None
+        if score_mod is not None:
+            traced = traced_score_mod(score_mod, tuple(q.shape),
+                                      score_mod_arg_specs(score_mod_args, kind))
         ir = attention_ir(q.shape, k.shape, v.shape, elt, scale=scale, causal=causal,
                           window=window, align=align, lse=return_lse, dynamic=dynamic,
-                          bias=bias_ir, softcap=softcap, alibi_slopes=slopes_ir)
+                          bias=bias_ir, softcap=softcap, alibi_slopes=slopes_ir,
+                          score_mod=traced)
     opts = format_options(options)
     key = (ir, device, pipeline, opts, os.environ.get("FLASH_MLIR_CACHE_DIR"))
     with _kernels_lock:
@@ -667,7 +737,8 @@ def _kernel_for(q, k, v, scale, causal, window, align, return_lse, dynamic, pipe
 
 def attention(q, k, v, *, scale=None, causal=False, window=None, align=None,
               return_lse=False, out=None, dynamic=False, pipeline=None, cache=True, bias=None,
-              softcap=None, alibi_slopes=None, block_table=None, seq_lens=None, **options):
+              softcap=None, alibi_slopes=None, block_table=None, seq_lens=None,
+              score_mod=None, score_mod_args=(), **options):
     """Scaled dot-product attention through flash.attention.
 
     q [batch..., Lq, D], k [batch..., Lk, D], v [batch..., Lk, Dv]: NumPy
@@ -685,6 +756,13 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align=None,
     softcap=c: the scaled scores become c·tanh(s / c) (Gemma 2), before the
     bias. alibi_slopes: float32 [Hq] or [B, Hq], ALiBi as FlashAttention
     defines it, − slope·|i + Lk − Lq − j| added after the bias.
+    score_mod=fn, score_mod_args=(tensors...): any elementwise function of
+    the scaled score, written in Python: fn(score, *batch_indices, q_idx,
+    kv_idx, *args) is traced once (per function, closure and argument
+    shapes) into the op's score_mod region, so every kernel fuses it and
+    autograd on the CPU differentiates it (and the float args); see
+    flash_mlir.score for what fn may do. Not with bias/softcap/alibi_slopes
+    (write them in fn), dynamic or block_table.
     block_table, seq_lens: attention against a paged KV cache (decode, as
     vLLM and FlashInfer keep it). k and v are then the page pools
     [num_pages, page_size, Hkv, D] / [..., Dv], q is [B, Hq, Lq, D],
@@ -714,6 +792,18 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align=None,
                            ("alibi_slopes", alibi_slopes)) if x is not None]
     if mods and dynamic:
         raise ValueError("%s= needs static shapes (dynamic=False)" % mods[0])
+    if score_mod is not None:
+        if not callable(score_mod):
+            raise TypeError("score_mod must be a function, got %s" % type(score_mod).__name__)
+        if mods:
+            raise ValueError("score_mod= replaces %s=: write it in the function" % mods[0])
+        if dynamic:
+            raise ValueError("score_mod= needs static shapes (dynamic=False)")
+        if block_table is not None or seq_lens is not None:
+            raise ValueError("score_mod= is not supported with block_table= yet")
+        score_mod_args = tuple(score_mod_args)
+    elif score_mod_args:
+        raise ValueError("score_mod_args= without score_mod=")
     paged = block_table is not None or seq_lens is not None
     if paged:
         if block_table is None or seq_lens is None:
@@ -735,9 +825,11 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align=None,
                 "not implemented; detach the inputs or call it under torch.no_grad()")
     elif align is None:
         align = "top_left"
-    grads = [x for x in (q, k, v, bias, alibi_slopes) if x is not None]
+    grads = [x for x in (q, k, v, bias, alibi_slopes) + tuple(score_mod_args) if x is not None]
     if _requires_grad(*grads):
-        if mods and any(getattr(x, "is_cuda", False) for x in grads):
+        if (mods or score_mod is not None) and any(getattr(x, "is_cuda", False) for x in grads):
+            if score_mod is not None:
+                mods = ["score_mod"]
             raise NotImplementedError(
                 "flash_mlir.attention: gradients with %s= on CUDA tensors are not "
                 "implemented yet (the GPU backward takes no score_mod); detach the inputs "
@@ -748,7 +840,8 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align=None,
         return attention_with_grad(q, k, v, scale=scale, causal=causal, window=window,
                                    align=align, return_lse=return_lse, dynamic=dynamic,
                                    pipeline=pipeline, cache=cache, options=options,
-                                   bias=bias, softcap=softcap, alibi_slopes=alibi_slopes)
+                                   bias=bias, softcap=softcap, alibi_slopes=alibi_slopes,
+                                   score_mod=score_mod, score_mod_args=score_mod_args)
     fast = None
     if cache:
         try:
@@ -759,6 +852,11 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align=None,
                     None if alibi_slopes is None else _array_key(alibi_slopes),
                     None if block_table is None else _array_key(block_table),
                     None if seq_lens is None else _array_key(seq_lens))
+            if score_mod is not None:
+                fn_key = _fn_key(score_mod)
+                if fn_key is None:
+                    raise TypeError  # traced on every call: the general path
+                fast += (fn_key, tuple(_array_key(a) for a in score_mod_args))
             hit = _fast_kernels.get(fast)
         except TypeError:  # an unhashable argument: take the general path
             fast = hit = None
@@ -769,17 +867,21 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align=None,
     else:
         kernel, kind, elt = _kernel_for(q, k, v, scale, causal, window, align, return_lse,
                                         dynamic, pipeline, cache, options, bias, softcap,
-                                        alibi_slopes, block_table, seq_lens)
+                                        alibi_slopes, block_table, seq_lens, score_mod,
+                                        score_mod_args)
         if fast is not None:
             _fast_kernels[fast] = (kernel, kind, elt)
     named = (("block_table", block_table), ("seq_lens", seq_lens)) if paged else \
-        (("bias", bias), ("alibi_slopes", alibi_slopes))
+        (("bias", bias), ("alibi_slopes", alibi_slopes)) + tuple(
+            ("score_mod_args[%d]" % n, a) for n, a in enumerate(score_mod_args))
     if kind == "torch-cuda":
         for name, c in named:
             if c is not None and c.device != q.device:
                 raise ValueError("%s is on %s, q on %s" % (name, c.device, q.device))
     if paged:
         captures = (block_table, seq_lens)
+    elif score_mod is not None:
+        captures = score_mod_args
     else:
         captures = tuple(c for c in (None if bias is None else bias_capture(q, k, bias),
                                      alibi_slopes) if c is not None)

@@ -25,27 +25,29 @@ def split_options(options, cuda):
 
 def grad_library(q_shape, k_shape, v_shape, elt, device, scale, causal, window, align,
                  pipeline, options, use_cache=True, bias=None, softcap=None,
-                 alibi_slopes=None):
+                 alibi_slopes=None, score_mod=None):
     """The path of the backward's library (built, or from the cache); bias,
-    softcap and alibi_slopes as for attention_ir."""
+    softcap, alibi_slopes and a traced score_mod as for attention_ir."""
     ir = am.attention_grad_ir(q_shape, k_shape, v_shape, elt, scale=scale, causal=causal,
                               window=window, align=align, bias=bias, softcap=softcap,
-                              alibi_slopes=alibi_slopes)
+                              alibi_slopes=alibi_slopes, score_mod=score_mod)
     return ir, am._library_for(ir, device, pipeline, format_options(options), use_cache)
 
 
 def _grad_kernel(q, k, v, elt, scale, causal, window, align, pipeline, options, bias=None,
-                 softcap=None, alibi_slopes=None):
+                 softcap=None, alibi_slopes=None, score_mod=None):
     device = "cuda" if q.is_cuda else "cpu"
+    traced_key = None if score_mod is None else (tuple(score_mod[0]), score_mod[1])
     key = ("grad", device, tuple(q.shape), tuple(k.shape), tuple(v.shape), elt, scale, causal,
            window, align, pipeline, tuple(options.items()), os.environ.get("FLASH_MLIR_CACHE_DIR"),
-           bias, softcap, alibi_slopes)
+           bias, softcap, alibi_slopes, traced_key)
     with am._kernels_lock:
         kernel = am._kernels.get(key)
         if kernel is None:
             _, path = grad_library(q.shape, k.shape, v.shape, elt, device, scale, causal,
                                    window, align, pipeline, options, bias=bias,
-                                   softcap=softcap, alibi_slopes=alibi_slopes)
+                                   softcap=softcap, alibi_slopes=alibi_slopes,
+                                   score_mod=score_mod)
             if device == "cpu":
                 from .cpu import HostLibrary
                 lib = HostLibrary(path)
@@ -64,9 +66,10 @@ def _grad_kernel(q, k, v, elt, scale, causal, window, align, pipeline, options, 
 
 class _Attention(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q, k, v, bias, slopes, cfg):
-        scale, causal, window, align, dynamic, pipeline, cache, options, softcap = cfg
+    def forward(ctx, q, k, v, bias, slopes, cfg, *mod_args):
+        scale, causal, window, align, dynamic, pipeline, cache, options, softcap, fn = cfg
         options, _ = split_options(options, q.is_cuda)
+        mod_args = tuple(a.detach() for a in mod_args)
         with torch.no_grad():
             o, lse = am.attention(q.detach(), k.detach(), v.detach(), scale=scale,
                                   causal=causal, window=window, align=align,
@@ -74,9 +77,14 @@ class _Attention(torch.autograd.Function):
                                   cache=cache, bias=None if bias is None else bias.detach(),
                                   softcap=softcap,
                                   alibi_slopes=None if slopes is None else slopes.detach(),
-                                  **options)
+                                  score_mod=fn, score_mod_args=mod_args, **options)
         ctx.has_bias, ctx.has_slopes = bias is not None, slopes is not None
-        ctx.save_for_backward(q, k, v, o, lse, *[x for x in (bias, slopes) if x is not None])
+        ctx.num_mod_args = len(mod_args)
+        # The backward differentiates the region the forward ran.
+        ctx.traced = None if fn is None else am.traced_score_mod(
+            fn, tuple(q.shape), am.score_mod_arg_specs(mod_args, am._classify(q)[0]))
+        ctx.save_for_backward(q, k, v, o, lse, *[x for x in (bias, slopes) if x is not None],
+                              *mod_args)
         ctx.cfg = cfg
         ctx.mark_non_differentiable(lse)
         return o, lse
@@ -87,7 +95,8 @@ class _Attention(torch.autograd.Function):
         rest = list(ctx.saved_tensors[5:])
         bias = rest.pop(0) if ctx.has_bias else None
         slopes = rest.pop(0) if ctx.has_slopes else None
-        scale, causal, window, align, _, pipeline, _, options, softcap = ctx.cfg
+        mod_args = rest[:ctx.num_mod_args]
+        scale, causal, window, align, _, pipeline, _, options, softcap, _ = ctx.cfg
         _, options = split_options(options, q.is_cuda)
         elt = am._TORCH_TYPES[str(q.dtype)]
         bias_ir = None
@@ -95,7 +104,7 @@ class _Attention(torch.autograd.Function):
             bias_ir = (tuple(bias.shape), am._TORCH_TYPES[str(bias.dtype)])
         kernel = _grad_kernel(q, k, v, elt, scale, causal, window, align, pipeline, options,
                               bias_ir, softcap,
-                              None if slopes is None else tuple(slopes.shape))
+                              None if slopes is None else tuple(slopes.shape), ctx.traced)
         do = do.to(q.dtype).contiguous()
         dq, dk, dv = (torch.empty_like(x, memory_format=torch.contiguous_format)
                       for x in (q, k, v))
@@ -107,19 +116,23 @@ class _Attention(torch.autograd.Function):
             caps.append(am.bias_capture(q, k, bias.detach()).contiguous())
         if slopes is not None:
             caps.append(slopes.detach().contiguous())
-        dcaps = [torch.empty_like(c) for c in caps]
+        caps += [a.contiguous() for a in mod_args]
+        # Float captures have gradients (in their dtype); integer and bool ones none.
+        floats = [c.is_floating_point() for c in caps]
+        dcaps = [torch.empty_like(c) for c, f in zip(caps, floats) if f]
         kernel(ins + caps + [dq, dk, dv] + dcaps)
         dbias = dcaps.pop(0).reshape(bias.shape) if bias is not None else None
         dslopes = dcaps.pop(0) if slopes is not None else None
-        return dq, dk, dv, dbias, dslopes, None
+        dargs = [dcaps.pop(0) if a.is_floating_point() else None for a in mod_args]
+        return (dq, dk, dv, dbias, dslopes, None, *dargs)
 
 
 def attention_with_grad(q, k, v, *, scale, causal, window, align, return_lse, dynamic,
                         pipeline, cache, options, bias=None, softcap=None,
-                        alibi_slopes=None):
+                        alibi_slopes=None, score_mod=None, score_mod_args=()):
     """The forward honours every keyword of attention(); the backward kernel
     is built for the arrays' shapes (and cached like every kernel)."""
     o, lse = _Attention.apply(q, k, v, bias, alibi_slopes,
                               (scale, causal, window, align, dynamic, pipeline, cache, options,
-                               softcap))
+                               softcap, score_mod), *score_mod_args)
     return (o, lse) if return_lse else o
