@@ -912,7 +912,7 @@ def _from_host_view(a):
 def prebuild(q_shape, k_shape, v_shape, dtype, *, device="cuda", scale=None, causal=False,
              window=None, align="top_left", return_lse=False, dynamic=False, pipeline=None,
              grad=False, bias=None, softcap=None, alibi_slopes=None, block_table=None,
-             **options):
+             score_mod=None, score_mod_args=(), **options):
     """Compiles, into the cache, the kernel attention() would run for arrays of
     these shapes and dtype ("bf16" / "bfloat16", "f16" / "float16", "f32" /
     "float32", or a torch or NumPy dtype) with these arguments, and returns its
@@ -922,6 +922,10 @@ def prebuild(q_shape, k_shape, v_shape, dtype, *, device="cuda", scale=None, cau
 
     bias=(shape, dtype): the kernel of a call with a bias of that shape and
     dtype (float32 or the dtype of q); softcap=c; alibi_slopes=shape.
+
+    score_mod=fn, score_mod_args=[(shape, dtype), ...]: the kernel of a call
+    with that score_mod and arguments of those shapes and dtypes (float32,
+    float16, bfloat16, bool, int32, int64).
 
     block_table=(B, max_pages): the kernel of a call against a paged KV cache
     (k_shape, v_shape the page pools [num_pages, page_size, Hkv, D]; seq_lens
@@ -951,18 +955,32 @@ def prebuild(q_shape, k_shape, v_shape, dtype, *, device="cuda", scale=None, cau
         ir = paged_attention_ir(q_shape, k_shape, v_shape, block_table, elt, scale=scale,
                                 causal=causal, window=window, lse=return_lse)
         return _library_for(ir, device, pipeline, format_options(options))
+    traced = None
+    if score_mod is not None:
+        specs = []
+        for n, (shape, adt) in enumerate(score_mod_args):
+            aelt = _ARG_TYPES.get(str(adt).replace("torch.", ""), None)
+            if aelt is None and str(adt) in _TYPE_NAMES:
+                aelt = _TYPE_NAMES[str(adt)]
+            if aelt is None:
+                raise TypeError("score_mod_args[%d] dtype %r is not supported (float32, "
+                                "float16, bfloat16, bool, int32, int64)" % (n, adt))
+            specs.append((tuple(shape), aelt))
+        traced = traced_score_mod(score_mod, tuple(q_shape), specs)
     if grad:
         from ._autograd import grad_library, split_options
         fwd, bwd = split_options(options, device == "cuda")
         ir = attention_ir(q_shape, k_shape, v_shape, elt, scale=scale, causal=causal,
                           window=window, align=align, lse=True, dynamic=dynamic, bias=bias_ir,
-                          softcap=softcap, alibi_slopes=alibi_slopes)
+                          softcap=softcap, alibi_slopes=alibi_slopes, score_mod=traced)
         forward = _library_for(ir, device, pipeline, format_options(fwd))
         _, backward = grad_library(q_shape, k_shape, v_shape, elt, device, scale, causal,
                                    window, align, pipeline, bwd, bias=bias_ir,
-                                   softcap=softcap, alibi_slopes=alibi_slopes)
+                                   softcap=softcap, alibi_slopes=alibi_slopes,
+                                   score_mod=traced)
         return forward, backward
     ir = attention_ir(q_shape, k_shape, v_shape, elt, scale=scale, causal=causal,
                       window=window, align=align, lse=return_lse, dynamic=dynamic,
-                      bias=bias_ir, softcap=softcap, alibi_slopes=alibi_slopes)
+                      bias=bias_ir, softcap=softcap, alibi_slopes=alibi_slopes,
+                      score_mod=traced)
     return _library_for(ir, device, pipeline, format_options(options))
