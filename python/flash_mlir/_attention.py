@@ -631,17 +631,22 @@ def slopes_type(slopes, kind):
     return tuple(slopes.shape)
 
 
+def _array_kind(name, x):
+    """('numpy' | 'torch-cpu' | 'torch-cuda', dtype name without 'torch.') of
+    an argument array of any dtype; a TypeError naming it for anything else."""
+    if type(x).__module__.startswith("torch"):
+        return ("torch-cuda" if x.is_cuda else "torch-cpu"), str(x.dtype).replace("torch.", "")
+    import numpy as np
+    if not isinstance(x, np.ndarray):
+        raise TypeError("%s must be a NumPy array or a torch tensor, got %s"
+                        % (name, type(x).__name__))
+    return "numpy", str(x.dtype)
+
+
 def _check_index_array(name, x, kind, shape):
     """A block table or length array: int32, q's kind of array, `shape`."""
-    if type(x).__module__.startswith("torch"):
-        xkind = "torch-cuda" if x.is_cuda else "torch-cpu"
-        is_i32 = str(x.dtype) == "torch.int32"
-    else:
-        import numpy as np
-        if not isinstance(x, np.ndarray):
-            raise TypeError("%s must be a NumPy array or a torch tensor, got %s"
-                            % (name, type(x).__name__))
-        xkind, is_i32 = "numpy", x.dtype == np.int32
+    xkind, dt = _array_kind(name, x)
+    is_i32 = dt == "int32"
     if xkind != kind:
         raise TypeError("%s must be the same kind of array as q (%s), got %s" % (name, kind, xkind))
     if not is_i32:
@@ -660,15 +665,7 @@ def score_mod_arg_specs(args, kind):
     kind of array with a supported dtype."""
     specs = []
     for n, a in enumerate(args):
-        if type(a).__module__.startswith("torch"):
-            akind = "torch-cuda" if a.is_cuda else "torch-cpu"
-            dt = str(a.dtype).replace("torch.", "")
-        else:
-            import numpy as np
-            if not isinstance(a, np.ndarray):
-                raise TypeError("score_mod_args[%d] must be a NumPy array or a torch tensor, "
-                                "got %s" % (n, type(a).__name__))
-            akind, dt = "numpy", str(a.dtype)
+        akind, dt = _array_kind("score_mod_args[%d]" % n, a)
         if akind != kind:
             raise TypeError("score_mod_args[%d] must be the same kind of array as q (%s), "
                             "got %s" % (n, kind, akind))

@@ -203,26 +203,19 @@ class KernelLibrary:
             if status():
                 self._raise_if_error()
 
-        if shapes is not None:
-            def launch(tensors, stream, device):
-                descs, args, handle = getattr(local, "state", None) or new_state()
-                for i, (d, t) in enumerate(zip(descs, tensors)):
-                    ptr = t.data_ptr()
-                    if ptr % alignment:
-                        raise misaligned(i, t, ptr)
-                    d.allocated = d.aligned = ptr
-                finish(args, handle, stream, device)
-        else:
-            def launch(tensors, stream, device):
-                descs, args, handle = getattr(local, "state", None) or new_state()
-                for i, (d, t) in enumerate(zip(descs, tensors)):
-                    ptr = t.data_ptr()
-                    if ptr % alignment:
-                        raise misaligned(i, t, ptr)
-                    d.allocated = d.aligned = ptr
+        static = shapes is not None
+
+        def launch(tensors, stream, device):
+            descs, args, handle = getattr(local, "state", None) or new_state()
+            for i, (d, t) in enumerate(zip(descs, tensors)):
+                ptr = t.data_ptr()
+                if ptr % alignment:
+                    raise misaligned(i, t, ptr)
+                d.allocated = d.aligned = ptr
+                if not static:
                     d.sizes[:] = t.shape
                     d.strides[:] = t.stride()
-                finish(args, handle, stream, device)
+            finish(args, handle, stream, device)
 
         return launch
 

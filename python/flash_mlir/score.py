@@ -268,18 +268,19 @@ def _unary(op):
 exp, exp2, log, tanh, sqrt = (_unary(op) for op in ("exp", "exp2", "log", "tanh", "sqrt"))
 
 
-def maximum(x, y):
-    """max(x, y) (arith.maximumf on floats, arith.maxsi on indices)."""
-    a, b, t = _pair(x, y)
-    op = "maximumf" if t == "f32" else "maxsi"
-    return a.trace.emit("arith.%s %s, %s : %s" % (op, a.name, b.name, t), t)
+def _extremum(float_op, int_op, doc):
+    def fn(x, y):
+        a, b, t = _pair(x, y)
+        op = float_op if t == "f32" else int_op
+        return a.trace.emit("arith.%s %s, %s : %s" % (op, a.name, b.name, t), t)
+    fn.__doc__ = doc
+    return fn
 
 
-def minimum(x, y):
-    """min(x, y) (arith.minimumf on floats, arith.minsi on indices)."""
-    a, b, t = _pair(x, y)
-    op = "minimumf" if t == "f32" else "minsi"
-    return a.trace.emit("arith.%s %s, %s : %s" % (op, a.name, b.name, t), t)
+maximum = _extremum("maximumf", "maxsi",
+                    "max(x, y) (arith.maximumf on floats, arith.maxsi on indices).")
+minimum = _extremum("minimumf", "minsi",
+                    "min(x, y) (arith.minimumf on floats, arith.minsi on indices).")
 
 
 def trace(fn, num_batch_dims, args):
