@@ -26,6 +26,9 @@
 //===----------------------------------------------------------------------===//
 #include "RaiseAttentionImpl.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+
 #include <array>
 #include <cmath>
 #include <map>
@@ -683,6 +686,121 @@ FailureOr<BackwardMatch> Matcher::run(ArrayRef<Operation *> escapes,
       g.factor *= *dpFactor;
   }
   return m;
+}
+
+/// The sizes of `shape` that are not 1, in order.
+static SmallVector<int64_t> nonUnitSizes(ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> r;
+  for (int64_t s : shape)
+    if (s != 1)
+      r.push_back(s);
+  return r;
+}
+
+/// Whether `red` sums its one input from 0 over exactly loop `dim`, with
+/// identity input and an output that drops `dim` or reads it at 0.
+static bool isSumOverLoop(linalg::LinalgOp red, unsigned dim) {
+  if (red.getNumDpsInputs() != 1 || red.getNumDpsInits() != 1 ||
+      red->getNumResults() != 1 || !hasZeroInit(red))
+    return false;
+  SmallVector<AffineMap> maps = red.getIndexingMapsArray();
+  if (!maps[0].isIdentity())
+    return false;
+  SmallVector<utils::IteratorType> its = red.getIteratorTypesArray();
+  for (unsigned l = 0; l < its.size(); ++l)
+    if ((its[l] == utils::IteratorType::reduction) != (l == dim))
+      return false;
+  MLIRContext *ctx = red.getContext();
+  SmallVector<AffineExpr> dropped, keepdim;
+  for (unsigned l = 0; l < its.size(); ++l) {
+    if (l != dim)
+      dropped.push_back(getAffineDimExpr(l, ctx));
+    keepdim.push_back(l == dim ? getAffineConstantExpr(0, ctx)
+                               : getAffineDimExpr(l, ctx));
+  }
+  unsigned n = its.size();
+  if (maps[1] != AffineMap::get(n, 0, dropped, ctx) &&
+      maps[1] != AffineMap::get(n, 0, keepdim, ctx))
+    return false;
+  Block *body = red.getBlock();
+  if (body->getNumArguments() != 2 || body->getOperations().size() != 2)
+    return false;
+  auto add = dyn_cast<arith::AddFOp>(body->front());
+  auto yield = body->getTerminator();
+  return add && yield->getNumOperands() == 1 &&
+         yield->getOperand(0) == add.getResult() &&
+         ((add.getLhs() == body->getArgument(0) &&
+           add.getRhs() == body->getArgument(1)) ||
+          (add.getLhs() == body->getArgument(1) &&
+           add.getRhs() == body->getArgument(0)));
+}
+
+bool raise::matchGroupSum(GradContraction &g, unsigned headLoop,
+                          int64_t group) {
+  Value x = g.op->getResult(0);
+  auto xt = cast<RankedTensorType>(x.getType());
+  AffineMap out = g.op.getMatchingIndexingMap(g.op.getDpsInitOperand(0));
+  std::optional<unsigned> hd = out.getResultPosition(
+      getAffineDimExpr(headLoop, g.op.getContext()));
+  if (!hd || !xt.hasStaticShape() || !x.hasOneUse() || group <= 1 ||
+      xt.getDimSize(*hd) % group != 0)
+    return false;
+  int64_t heads = xt.getDimSize(*hd), kvHeads = heads / group;
+  // Query head h reads KV head h / group (peelRepeatInterleave's order), so
+  // the head dim splits as (kvHeads, group) and the group dim is summed.
+  auto expand = dyn_cast<tensor::ExpandShapeOp>(*x.getUsers().begin());
+  if (!expand || !expand.getResultType().hasStaticShape())
+    return false;
+  ArrayRef<int64_t> es = expand.getResultType().getShape();
+  std::optional<unsigned> groupDim;
+  for (auto [src, re] : llvm::enumerate(expand.getReassociationIndices())) {
+    SmallVector<int64_t> sizes, dims;
+    for (int64_t d : re)
+      if (es[d] != 1) {
+        sizes.push_back(es[d]);
+        dims.push_back(d);
+      }
+    if (src != *hd) {
+      if (sizes.size() > 1)
+        return false;
+      continue;
+    }
+    SmallVector<int64_t> want{kvHeads, group};
+    if (kvHeads == 1)
+      want.erase(want.begin());
+    if (sizes != want)
+      return false;
+    groupDim = dims.back();
+  }
+  Value cur = expand.getResult();
+  if (!groupDim || !cur.hasOneUse())
+    return false;
+  auto red = dyn_cast<linalg::LinalgOp>(*cur.getUsers().begin());
+  if (!red || red.getDpsInputs()[0] != cur || !isSumOverLoop(red, *groupDim))
+    return false;
+  SmallVector<Operation *> chain{expand, red};
+  cur = red->getResult(0);
+  // At most reshapes that add or drop unit dims follow.
+  while (cur.hasOneUse()) {
+    Operation *user = *cur.getUsers().begin();
+    if (!isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(user))
+      break;
+    auto from = cast<RankedTensorType>(cur.getType());
+    auto to = cast<RankedTensorType>(user->getResult(0).getType());
+    if (!to.hasStaticShape() ||
+        nonUnitSizes(from.getShape()) != nonUnitSizes(to.getShape()))
+      break;
+    chain.push_back(user);
+    cur = user->getResult(0);
+  }
+  SmallVector<int64_t> expected(xt.getShape());
+  expected[*hd] = kvHeads;
+  if (nonUnitSizes(cast<RankedTensorType>(cur.getType()).getShape()) !=
+      nonUnitSizes(expected))
+    return false;
+  g.groupSum = cur;
+  g.groupChain = std::move(chain);
+  return true;
 }
 
 FailureOr<BackwardMatch> raise::matchBackward(const ForwardFacts &fwd,

@@ -309,6 +309,31 @@ void Raiser::replaceBackward(BackwardMatch &bw, AttentionOp attn, Value q,
     if (std::abs(g->factor - 1.0) > 1e-6)
       r = scaleElements(rw, loc, r, g->factor);
     r = toResultLayout(rw, loc, r, g->op, g->loops);
+    if (g->groupSum) {
+      // The graph's sum over each group is the op's gradient of the
+      // unrepeated heads.
+      auto type = cast<RankedTensorType>(g->groupSum.getType());
+      r = reshapeUnitDims(rw, loc, r, type.getShape());
+      r = castElements(rw, loc, r, type.getElementType());
+      if (r.getType() != type)
+        r = tensor::CastOp::create(rw, loc, type, r);
+      rw.replaceAllUsesWith(g->groupSum, r);
+      // Popped from the back: the chain's last op first.
+      SmallVector<Operation *> dead{g->op};
+      dead.append(g->groupChain.begin(), g->groupChain.end());
+      while (!dead.empty()) {
+        Operation *op = dead.pop_back_val();
+        if (erased.contains(op) || !isOpTriviallyDead(op))
+          continue;
+        for (Value operand : op->getOperands())
+          if (Operation *def = operand.getDefiningOp())
+            if (def != g->op && !llvm::is_contained(g->groupChain, def))
+              dead.push_back(def);
+        erased.insert(op);
+        rw.eraseOp(op);
+      }
+      continue;
+    }
     Type type = g->op->getResult(0).getType();
     if (r.getType() != type)
       r = tensor::CastOp::create(rw, loc, type, r);
@@ -800,18 +825,31 @@ bool Raiser::run(linalg::LinalgOp pv) {
 
   rw.setInsertionPoint(pvOp);
   Location loc = pvOp->getLoc();
-  // Training keeps K and V as the graph's gradients see them: dK and dV of
-  // the repeated heads.
-  if (nb > 0 && !bw) {
+  // Repeated K/V heads become the op's group factor. In a training graph
+  // only when the graph sums dK and dV over each group (the repeat's
+  // backward), which the op's gradients of the unrepeated heads then
+  // replace; otherwise the gradients stay per query head, as the graph
+  // reads them.
+  if (nb > 0) {
     SmallVector<Operation *> created;
     auto kg = peelRepeatInterleave(rw, loc, kView.value, kView.perm[nb - 1],
                                    created);
     auto vg = peelRepeatInterleave(rw, loc, vView.value, vView.perm[nb - 1],
                                    created);
-    if (kg && vg && kg->second == vg->second) {
+    bool grouped = kg && vg && kg->second == vg->second;
+    if (grouped && bw)
+      for (GradContraction *g : {&bw->dk, &bw->dv})
+        grouped = grouped && (!g->op || matchGroupSum(*g, g->loops[nb - 1],
+                                                      kg->second));
+    if (grouped) {
       kView.value = kg->first;
       vView.value = vg->first;
     } else {
+      if (bw)
+        for (GradContraction *g : {&bw->dk, &bw->dv}) {
+          g->groupSum = nullptr;
+          g->groupChain.clear();
+        }
       for (Operation *op : llvm::reverse(created))
         if (op->use_empty())
           rw.eraseOp(op);

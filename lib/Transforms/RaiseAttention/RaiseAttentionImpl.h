@@ -251,6 +251,12 @@ struct GradContraction {
   linalg::LinalgOp op;
   SmallVector<unsigned> loops;
   double factor = 1.0;
+  /// Under GQA, the graph's sum of this gradient over the query heads of
+  /// each group (the repeat's backward): the op's gradient of the
+  /// unrepeated K or V replaces `groupSum`, and `groupChain` (from `op` to
+  /// it) dies. Null when the gradient is kept per query head.
+  Value groupSum;
+  SmallVector<Operation *> groupChain;
 };
 struct BackwardMatch {
   GradContraction dq, dk, dv; // op null where the graph does not compute it
@@ -275,6 +281,12 @@ struct BackwardMatch {
 /// dQ = dS·K, dK = dSᵀ·Q, each up to a constant factor, and the gradient of
 /// each additive bias the graph computes. Every contraction it examined is
 /// added to `examined`.
+/// Whether the only use of `g.op`'s result is the backward of a
+/// repeat-interleave of its head loop `headLoop` by `group` (the head dim
+/// split into (heads / group, group) by an expand_shape, summed from 0 over
+/// the group dim, keepdim or not, then at most unit-dim reshapes); fills
+/// g.groupSum and g.groupChain.
+bool matchGroupSum(GradContraction &g, unsigned headLoop, int64_t group);
 FailureOr<BackwardMatch> matchBackward(const ForwardFacts &fwd,
                                        ArrayRef<Operation *> escapes,
                                        DenseSet<Operation *> &examined,
