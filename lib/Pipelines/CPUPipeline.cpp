@@ -28,8 +28,10 @@ void mlir::flash::buildFlashCPUPipeline(
     pm.addNestedPass<func::FuncOp>(createFlashRaiseAttentionPass());
     addTextual(pm, "canonicalize");
   }
-  // A paged KV cache is gathered into the contiguous form first.
+  // A paged KV cache is gathered into the contiguous form first, a packed
+  // varlen batch split into one attention per sequence.
   pm.addPass(createFlashUnpageAttentionPass());
+  pm.addPass(createFlashUnpackVarlenAttentionPass());
   if (options.reference) {
     pm.addPass(createFlashDecomposeAttentionPass());
   } else {

@@ -14,7 +14,7 @@ from . import _capi, cache
 from ._capi import FlashError
 from .compiler import format_options
 
-__all__ = ["attention", "attention_ir", "paged_attention_ir", "prebuild", "AttentionKernel", "FUNC_NAME"]
+__all__ = ["attention", "attention_ir", "paged_attention_ir", "varlen_attention_ir", "prebuild", "AttentionKernel", "FUNC_NAME"]
 
 FUNC_NAME = "flash_attention"
 CPU_PIPELINE = "flash-cpu-pipeline"
@@ -301,6 +301,34 @@ def attention_ir(q_shape, k_shape, v_shape, dtype="f32", *, scale=None, causal=F
             % (name, sig, "\n".join(body)))
 
 
+def _destination_func(args, n_in, op, attrs, name):
+    """A func.func in destination-passing style on memrefs around one op:
+    args (name, shape, element type, writable); the first n_in are `ins`,
+    the writable ones its outs (output, then lse), the rest the operands
+    that follow in the op's `extra` clause; `op` is (op name, clause
+    keyword), attrs the text after outs."""
+    outs_args = [a for a in args if a[3]]
+    extra = [a for a in args[n_in:] if not a[3]]
+    sig = ", ".join("%%%s: %s" % (n, _memref(s, e)) for n, s, e, _ in args)
+    body = []
+    for n, s, e, writable in args:
+        body.append("  %%%s_t = bufferization.to_tensor %%%s restrict%s : %s to %s" % (
+            n, n, " writable" if writable else "", _memref(s, e), _tensor(s, e)))
+    types = lambda xs: ", ".join(_tensor(s, e) for _, s, e, _ in xs)
+    names = lambda xs: ", ".join("%%%s_t" % n for n, _, _, _ in xs)
+    lse = len(outs_args) == 2
+    res = "%r:2" if lse else "%r"
+    body.append("  %s = %s ins(%s : %s) %s(%s : %s) outs(%s : %s)%s -> %s" % (
+        res, op[0], names(args[:n_in]), types(args[:n_in]), op[1], names(extra), types(extra),
+        names(outs_args), types(outs_args), attrs, types(outs_args)))
+    for i, (n, s, e, _) in enumerate(outs_args):
+        value = "%%r#%d" % i if lse else "%r"
+        body.append("  bufferization.materialize_in_destination %s in restrict writable %%%s"
+                    " : (%s, %s) -> ()" % (value, n, _tensor(s, e), _memref(s, e)))
+    return ("func.func @%s(%s) attributes {llvm.emit_c_interface} {\n%s\n  return\n}\n"
+            % (name, sig, "\n".join(body)))
+
+
 def paged_attention_ir(q_shape, cache_k_shape, cache_v_shape, table_shape, dtype="f32", *,
                        scale=None, causal=False, window=None, lse=False, name=FUNC_NAME):
     """The module of attention() against a paged KV cache: flash.paged_attention
@@ -325,26 +353,35 @@ def paged_attention_ir(q_shape, cache_k_shape, cache_v_shape, table_shape, dtype
             ("v", v_shape, dtype, False), ("o", o_shape, dtype, True)]
     if lse:
         args.append(("lse", q_shape[:-1], "f32", True))
-    outs_args = args[3:]
     args += [("table", table_shape, "i32", False), ("lens", q_shape[:1], "i32", False)]
-    sig = ", ".join("%%%s: %s" % (n, _memref(s, e)) for n, s, e, _ in args)
-    body = []
-    for n, s, e, writable in args:
-        body.append("  %%%s_t = bufferization.to_tensor %%%s restrict%s : %s to %s" % (
-            n, n, " writable" if writable else "", _memref(s, e), _tensor(s, e)))
-    types = lambda xs: ", ".join(_tensor(s, e) for _, s, e, _ in xs)
-    res = "%r:2" if lse else "%r"
-    body.append("  %s = flash.paged_attention ins(%%q_t, %%k_t, %%v_t : %s) pages(%%table_t, "
-                "%%lens_t : %s) outs(%s : %s) scale(%.9e)%s -> %s" % (
-                    res, types(args[:3]), types(args[-2:]),
-                    ", ".join("%%%s_t" % n for n, _, _, _ in outs_args), types(outs_args),
-                    scale, _mask_clause(causal, window, "bottom_right"), types(outs_args)))
-    for i, (n, s, e, _) in enumerate(outs_args):
-        value = "%%r#%d" % i if lse else "%r"
-        body.append("  bufferization.materialize_in_destination %s in restrict writable %%%s"
-                    " : (%s, %s) -> ()" % (value, n, _tensor(s, e), _memref(s, e)))
-    return ("func.func @%s(%s) attributes {llvm.emit_c_interface} {\n%s\n  return\n}\n"
-            % (name, sig, "\n".join(body)))
+    return _destination_func(args, 3, ("flash.paged_attention", "pages"), " scale(%.9e)%s" % (
+        scale, _mask_clause(causal, window, "bottom_right")), name)
+
+
+def varlen_attention_ir(q_shape, k_shape, v_shape, num_seqs, dtype="f32", *, scale=None,
+                        causal=False, window=None, align="top_left", lse=False,
+                        name=FUNC_NAME):
+    """The module of attention() on a packed batch of variable-length
+    sequences: flash.varlen_attention in destination-passing style on memrefs
+    (q, k, v, out[, lse], cu_seqlens_q, cu_seqlens_k). q [Tq, Hq, D], k [Tk,
+    Hkv, D], v [Tk, Hkv, Dv]; the offsets are i32 [num_seqs + 1]; lse is
+    [Hq, Tq]. A mask aligns within each sequence."""
+    q_shape, k_shape, v_shape, scale = _checked_signature(q_shape, k_shape, v_shape, scale)
+    for what, sh, layout in (("q", q_shape, "[Tq, Hq, D]"), ("k", k_shape, "[Tk, Hkv, D]"),
+                             ("v", v_shape, "[Tk, Hkv, Dv]")):
+        if len(sh) != 3:
+            raise ValueError("with cu_seqlens_q=, %s must be packed tokens %s, got %s"
+                             % (what, layout, sh))
+    num_seqs = _check_dim("the number of sequences", num_seqs)
+    o_shape = q_shape[:-1] + v_shape[-1:]
+    args = [("q", q_shape, dtype, False), ("k", k_shape, dtype, False),
+            ("v", v_shape, dtype, False), ("o", o_shape, dtype, True)]
+    if lse:
+        args.append(("lse", (q_shape[1], q_shape[0]), "f32", True))
+    args += [("cu_q", (num_seqs + 1,), "i32", False), ("cu_k", (num_seqs + 1,), "i32", False)]
+    return _destination_func(args, 3, ("flash.varlen_attention", "seqlens"),
+                             " scale(%.9e)%s" % (scale, _mask_clause(causal, window, align)),
+                             name)
 
 
 def attention_grad_ir(q_shape, k_shape, v_shape, dtype="f32", *, scale=None, causal=False,
@@ -424,13 +461,18 @@ class AttentionKernel:
     def _call_host(self, q, k, v, out, lse_out, captures):
         import numpy as np
         q, k, v = (np.ascontiguousarray(x) for x in (q, k, v))
+        static = self._arg_shapes
+        if static is not None:
+            o_shape, l_shape = static[3], static[4] if self.lse else None
+        else:
+            o_shape, l_shape = q.shape[:-1] + v.shape[-1:], q.shape[:-1]
         if out is None:
-            out = np.empty(q.shape[:-1] + v.shape[-1:], q.dtype)
-        _check_out(out, q.shape[:-1] + v.shape[-1:], q.dtype, out.flags.c_contiguous)
+            out = np.empty(o_shape, q.dtype)
+        _check_out(out, o_shape, q.dtype, out.flags.c_contiguous)
         args = [q, k, v, out]
         if self.lse:
             if lse_out is None:
-                lse_out = np.empty(q.shape[:-1], np.float32)
+                lse_out = np.empty(l_shape, np.float32)
             args.append(lse_out)
         args += [np.ascontiguousarray(c) for c in captures]
         self._lib.call(FUNC_NAME, *args)
@@ -692,7 +734,8 @@ def _fn_key(fn):
 
 def _kernel_for(q, k, v, scale, causal, window, align, return_lse, dynamic, pipeline, cache,
                 options, bias=None, softcap=None, alibi_slopes=None, block_table=None,
-                seq_lens=None, score_mod=None, score_mod_args=()):
+                seq_lens=None, score_mod=None, score_mod_args=(), cu_seqlens_q=None,
+                cu_seqlens_k=None):
     """The kernel for these arrays and arguments, built or read from the
     cache, with the kind of array and the element type."""
     kinds = [_classify(x) for x in (q, k, v)]
@@ -701,7 +744,20 @@ def _kernel_for(q, k, v, scale, causal, window, align, return_lse, dynamic, pipe
                         % [(kd, e) for kd, e in kinds])
     kind, elt = kinds[0]
     device = "cuda" if kind == "torch-cuda" else "cpu"
-    if block_table is not None:
+    if cu_seqlens_q is not None:
+        for name, x, layout in (("q", q, "[Tq, Hq, D]"), ("k", k, "[Tk, Hkv, D]"),
+                                ("v", v, "[Tk, Hkv, Dv]")):
+            if len(x.shape) != 3:
+                raise ValueError("with cu_seqlens_q=, %s must be packed tokens %s, got %s"
+                                 % (name, layout, tuple(x.shape)))
+        _check_index_array("cu_seqlens_q", cu_seqlens_q, kind, (None,))
+        _check_index_array("cu_seqlens_k", cu_seqlens_k, kind, (cu_seqlens_q.shape[0],))
+        if cu_seqlens_q.shape[0] == 0:
+            raise ValueError("cu_seqlens_q must hold B + 1 >= 1 offsets, got none")
+        ir = varlen_attention_ir(q.shape, k.shape, v.shape, cu_seqlens_q.shape[0] - 1, elt,
+                                 scale=scale, causal=causal, window=window, align=align,
+                                 lse=return_lse)
+    elif block_table is not None:
         if len(q.shape) != 4:
             raise ValueError("with block_table=, q must be [B, Hq, Lq, D], got %s"
                              % (tuple(q.shape),))
@@ -735,7 +791,8 @@ def _kernel_for(q, k, v, scale, causal, window, align, return_lse, dynamic, pipe
 def attention(q, k, v, *, scale=None, causal=False, window=None, align=None,
               return_lse=False, out=None, dynamic=False, pipeline=None, cache=True, bias=None,
               softcap=None, alibi_slopes=None, block_table=None, seq_lens=None,
-              score_mod=None, score_mod_args=(), **options):
+              score_mod=None, score_mod_args=(), cu_seqlens_q=None, cu_seqlens_k=None,
+              **options):
     """Scaled dot-product attention through flash.attention.
 
     q [batch..., Lq, D], k [batch..., Lk, D], v [batch..., Lk, Dv]: NumPy
@@ -769,6 +826,18 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align=None,
     each sequence's own length. Lengths past the table's capacity are
     clamped to it and page numbers into the pool. No bias/softcap/alibi or
     gradients with a paged cache yet.
+    cu_seqlens_q, cu_seqlens_k: a packed batch of variable-length sequences
+    (prefill without padding, FlashAttention's varlen layout). q is then
+    [Tq, Hq, D], k [Tk, Hkv, D], v [Tk, Hkv, Dv], the tokens of all
+    sequences one after another; the offsets are int32 [B + 1],
+    non-decreasing: sequence b is q rows cu_seqlens_q[b]:cu_seqlens_q[b+1]
+    against k/v rows cu_seqlens_k[b]:cu_seqlens_k[b+1], never seeing another
+    sequence's keys; causal and window align (align=) within each sequence.
+    The lse is [Hq, Tq]. Rows of out outside cu_seqlens_q[0]:cu_seqlens_q[-1]
+    are not written (pass out= to choose what they hold). Offsets are
+    checked on NumPy and CPU tensors; on CUDA tensors they are clamped into
+    the tensors, so bad offsets give wrong rows, never an out-of-bounds
+    read. No bias/softcap/alibi, score_mod, dynamic or gradients with it yet.
     return_lse: also return the f32 row log-sum-exp. out: a
     preallocated output. dynamic: compile one kernel for all sequence lengths
     (and leading batch sizes) instead of one per shape. pipeline: override flash-cpu-pipeline /
@@ -798,10 +867,31 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align=None,
             raise ValueError("score_mod= needs static shapes (dynamic=False)")
         if block_table is not None or seq_lens is not None:
             raise ValueError("score_mod= is not supported with block_table= yet")
+        if cu_seqlens_q is not None or cu_seqlens_k is not None:
+            raise ValueError("score_mod= is not supported with cu_seqlens_q= yet")
         score_mod_args = tuple(score_mod_args)
     elif score_mod_args:
         raise ValueError("score_mod_args= without score_mod=")
     paged = block_table is not None or seq_lens is not None
+    varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
+    if varlen:
+        if cu_seqlens_q is None or cu_seqlens_k is None:
+            raise ValueError("cu_seqlens_q= and cu_seqlens_k= go together (a packed batch "
+                             "needs the offsets of both), got only %s=" % (
+                                 "cu_seqlens_q" if cu_seqlens_k is None else "cu_seqlens_k"))
+        if paged:
+            raise ValueError("cu_seqlens_q= cannot be combined with block_table=")
+        if mods:
+            raise ValueError("%s= is not supported with cu_seqlens_q= yet" % mods[0])
+        if dynamic:
+            raise ValueError("dynamic=True is not supported with cu_seqlens_q= (the token "
+                             "counts and the number of sequences are part of the kernel)")
+        if _requires_grad(q, k, v):
+            raise NotImplementedError(
+                "flash_mlir.attention: gradients of a packed varlen batch (cu_seqlens_q=) "
+                "are not implemented; detach the inputs or call it under torch.no_grad()")
+        if align is None:
+            align = "top_left"
     if paged:
         if block_table is None or seq_lens is None:
             raise ValueError("block_table= and seq_lens= go together (a paged KV cache needs "
@@ -848,7 +938,9 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align=None,
                     None if bias is None else _array_key(bias), softcap,
                     None if alibi_slopes is None else _array_key(alibi_slopes),
                     None if block_table is None else _array_key(block_table),
-                    None if seq_lens is None else _array_key(seq_lens))
+                    None if seq_lens is None else _array_key(seq_lens),
+                    None if cu_seqlens_q is None else _array_key(cu_seqlens_q),
+                    None if cu_seqlens_k is None else _array_key(cu_seqlens_k))
             if score_mod is not None:
                 fn_key = _fn_key(score_mod)
                 if fn_key is None:
@@ -865,10 +957,11 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align=None,
         kernel, kind, elt = _kernel_for(q, k, v, scale, causal, window, align, return_lse,
                                         dynamic, pipeline, cache, options, bias, softcap,
                                         alibi_slopes, block_table, seq_lens, score_mod,
-                                        score_mod_args)
+                                        score_mod_args, cu_seqlens_q, cu_seqlens_k)
         if fast is not None:
             _fast_kernels[fast] = (kernel, kind, elt)
     named = (("block_table", block_table), ("seq_lens", seq_lens)) if paged else \
+        (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)) if varlen else \
         (("bias", bias), ("alibi_slopes", alibi_slopes)) + tuple(
             ("score_mod_args[%d]" % n, a) for n, a in enumerate(score_mod_args))
     if kind == "torch-cuda":
@@ -877,6 +970,10 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align=None,
                 raise ValueError("%s is on %s, q on %s" % (name, c.device, q.device))
     if paged:
         captures = (block_table, seq_lens)
+    elif varlen:
+        if kind != "torch-cuda":
+            _check_offsets(q, k, cu_seqlens_q, cu_seqlens_k)
+        captures = (cu_seqlens_q, cu_seqlens_k)
     elif score_mod is not None:
         captures = score_mod_args
     else:
@@ -891,6 +988,19 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align=None,
         o = out if out is not None else cooked(res[0] if return_lse else res)
         return (o, torch.from_numpy(res[1])) if return_lse else o
     return kernel(q, k, v, out, captures=captures)
+
+
+def _check_offsets(q, k, cu_q, cu_k):
+    """Host offsets of a packed batch: non-decreasing, from >= 0, within the
+    token counts (a ValueError naming the argument otherwise)."""
+    import numpy as np
+    for name, cu, total in (("cu_seqlens_q", cu_q, q.shape[0]),
+                            ("cu_seqlens_k", cu_k, k.shape[0])):
+        a = np.asarray(cu.detach().numpy() if hasattr(cu, "detach") else cu)
+        if a.size and (a[0] < 0 or a[-1] > total or np.any(np.diff(a) < 0)):
+            raise ValueError("%s must be non-decreasing offsets in [0, %d] (the tokens of %s), "
+                             "got %s" % (name, total, "q" if name.endswith("q") else "k and v",
+                                         a.tolist()))
 
 
 def _host_view(t):
@@ -909,7 +1019,7 @@ def _from_host_view(a):
 def prebuild(q_shape, k_shape, v_shape, dtype, *, device="cuda", scale=None, causal=False,
              window=None, align="top_left", return_lse=False, dynamic=False, pipeline=None,
              grad=False, bias=None, softcap=None, alibi_slopes=None, block_table=None,
-             score_mod=None, score_mod_args=(), **options):
+             score_mod=None, score_mod_args=(), cu_seqlens=None, **options):
     """Compiles, into the cache, the kernel attention() would run for arrays of
     these shapes and dtype ("bf16" / "bfloat16", "f16" / "float16", "f32" /
     "float32", or a torch or NumPy dtype) with these arguments, and returns its
@@ -928,6 +1038,10 @@ def prebuild(q_shape, k_shape, v_shape, dtype, *, device="cuda", scale=None, cau
     (k_shape, v_shape the page pools [num_pages, page_size, Hkv, D]; seq_lens
     is then [B]); the mask aligns bottom-right to each sequence.
 
+    cu_seqlens=(B + 1,): the kernel of a call on a packed varlen batch
+    (q_shape [Tq, Hq, D], k_shape/v_shape [Tk, Hkv, D/Dv]; both offsets
+    arrays have that shape).
+
     grad=True: the kernels of a call that autograd differentiates instead —
     the forward with its log-sum-exp and the backward — and returns both
     paths (forward, backward)."""
@@ -944,6 +1058,18 @@ def prebuild(q_shape, k_shape, v_shape, dtype, *, device="cuda", scale=None, cau
         if belt not in ("f32", elt):
             raise TypeError("bias dtype must be float32 or q's dtype, got %r" % (bdtype,))
         bias_ir = (tuple(shape), belt)
+    if cu_seqlens is not None:
+        if grad or bias is not None or softcap is not None or alibi_slopes is not None \
+                or dynamic or block_table is not None or score_mod is not None:
+            raise ValueError("cu_seqlens= takes no grad, bias, softcap, alibi_slopes, "
+                             "block_table, score_mod or dynamic")
+        (n,) = tuple(cu_seqlens)
+        if n < 1:
+            raise ValueError("cu_seqlens must be (B + 1,) with B + 1 >= 1, got %s"
+                             % (tuple(cu_seqlens),))
+        ir = varlen_attention_ir(q_shape, k_shape, v_shape, n - 1, elt, scale=scale,
+                                 causal=causal, window=window, align=align, lse=return_lse)
+        return _library_for(ir, device, pipeline, format_options(options))
     if block_table is not None:
         if grad or bias is not None or softcap is not None or alibi_slopes is not None \
                 or dynamic:

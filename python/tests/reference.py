@@ -64,3 +64,25 @@ def paged_attention_ref(q, k_cache, v_cache, block_table, seq_lens, scale=None, 
         outs.append(o)
         lses.append(l)
     return np.stack(outs), np.stack(lses)
+
+
+def varlen_attention_ref(q, k, v, cu_q, cu_k, out, lse, scale=None, causal=False,
+                         window=None, align="top_left"):
+    """flash.varlen_attention from its definition, into copies of the inits
+    `out` [Tq, Hq, Dv] and `lse` [Hq, Tq]: sequence b is q rows [q0, q1)
+    against k/v rows [k0, k1), the offsets clamped into the tensors, the mask
+    at that sequence's own lengths; rows no sequence covers keep the inits."""
+    q, k, v = (np.asarray(x, dtype=np.float64) for x in (q, k, v))
+    out, lse = np.array(out, dtype=np.float64), np.array(lse, dtype=np.float64)
+    tq, tk = q.shape[0], k.shape[0]
+    for b in range(len(cu_q) - 1):
+        q0 = min(max(int(cu_q[b]), 0), tq)
+        q1 = min(max(int(cu_q[b + 1]), q0), tq)
+        k0 = min(max(int(cu_k[b]), 0), tk)
+        k1 = min(max(int(cu_k[b + 1]), k0), tk)
+        o, l = attention_ref(q[q0:q1].transpose(1, 0, 2), k[k0:k1].transpose(1, 0, 2),
+                             v[k0:k1].transpose(1, 0, 2), scale=scale, causal=causal,
+                             window=window, align=align)
+        out[q0:q1] = o.transpose(1, 0, 2)
+        lse[:, q0:q1] = l
+    return out, lse

@@ -35,6 +35,12 @@ FailureOr<SmallVector<Value>> decomposeAttention(OpBuilder &builder,
 FailureOr<SmallVector<Value>> unpageAttention(OpBuilder &builder,
                                               PagedAttentionOp op);
 
+/// Writes one flash.varlen_attention as a loop over its sequences, each a
+/// flash.attention of that sequence's rows (the op is left in place);
+/// returns the values that replace its results.
+FailureOr<SmallVector<Value>> unpackVarlenAttention(OpBuilder &builder,
+                                                    VarlenAttentionOp op);
+
 /// Patterns rewriting flash.attention_grad into unfused linalg.
 void populateDecomposeAttentionGradPatterns(RewritePatternSet &patterns);
 

@@ -71,6 +71,35 @@ def FlashUnpageAttentionPass : Pass<"flash-unpage-attention"> {
   ];
 }
 
+def FlashUnpackVarlenAttentionPass : Pass<"flash-unpack-varlen-attention"> {
+  let summary = "Lower flash.varlen_attention to a loop of flash.attention, "
+                "one per packed sequence";
+  let description = [{
+    The varlen form's meaning, written with the ops every other lowering
+    takes: an `scf.for` over the sequences carries the output (and LSE);
+    each step slices its sequence's rows out of the packed query, key and
+    value (offsets clamped into the tensors), transposes them to
+    `[heads, L, D]`, runs one `flash.attention` with the op's scale and
+    mask at that sequence's lengths, and inserts the result back into its
+    rows. `flash-cpu-pipeline` runs it first; the GPU lowers the varlen op
+    itself.
+
+    Before:
+    ```mlir
+    %o = flash.varlen_attention ins(%q, %k, %v : ...) seqlens(%cq, %ck : ...)
+           outs(%init : ...) scale(0.125) mask(causal, bottom_right) -> ...
+    ```
+    After: `scf.for %b` with `tensor.extract_slice`, `linalg.transpose`,
+    `flash.attention` and `tensor.insert_slice` in its body.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::linalg::LinalgDialect",
+    "::mlir::scf::SCFDialect",
+    "::mlir::tensor::TensorDialect"
+  ];
+}
+
 def FlashTileAttentionPass : Pass<"flash-tile-attention"> {
   let summary = "Tile flash.attention into an online-softmax loop nest";
   let description = [{

@@ -366,6 +366,104 @@ def Flash_PagedAttentionOp : Flash_Op<"paged_attention", [
   }];
 }
 
+def Flash_VarlenAttentionOp : Flash_Op<"varlen_attention", [
+    DestinationStyleOpInterface,
+    Pure,
+    DeclareOpInterfaceMethods<ReifyRankedShapedTypeOpInterface, ["reifyResultShapes"]>]> {
+  let summary = "attention over a packed batch of variable-length sequences";
+  let description = [{
+    Prefill of several sequences of different lengths in one call, packed
+    without padding as FlashAttention's varlen interface takes them:
+    `query [Tq, Hq, D]`, `key [Tk, Hkv, D]`, `value [Tk, Hkv, Dv]` hold the
+    tokens of all sequences one after another, and the i32 offsets
+    `cu_seqlens_q`, `cu_seqlens_k` (`[B + 1]`, non-decreasing, starting at
+    0) say where each starts. For every sequence `b`, with the offsets
+    clamped into the tensors,
+
+    ```
+    q0 = clamp(cu_seqlens_q[b], 0, Tq)   q1 = clamp(cu_seqlens_q[b+1], q0, Tq)
+    k0 = clamp(cu_seqlens_k[b], 0, Tk)   k1 = clamp(cu_seqlens_k[b+1], k0, Tk)
+    out[q0 + i, h]  = attention of query[q0 + i, h] over key[k0 + j, h / G]
+                      and value[k0 + j, h / G], 0 <= j < k1 - k0, with the
+                      mask over (i, j) at this sequence's own lengths
+                      Lq = q1 - q0, Lk = k1 - k0 (so bottom_right aligns
+                      each sequence's queries to the end of its keys)
+    lse[h, q0 + i]  = their log-sum-exp (-inf when no key is visible)
+    ```
+
+    `G = Hq / Hkv` (grouped-query attention). Sequences never see each
+    other's keys, and no padding is computed. Rows of `out` and `lse` that
+    no sequence covers keep what their inits hold (destination style).
+    The clamps make any offsets read inside the tensors; offsets that are
+    not non-decreasing give the caller's garbage, never an out-of-bounds
+    access. The LSE is `[Hq, Tq]`, so a caller can merge the result with
+    another partial one. Accumulation is f32.
+
+    ```mlir
+    %o, %lse = flash.varlen_attention
+        ins(%q, %k, %v : tensor<4096x32x128xbf16>, tensor<4096x8x128xbf16>,
+            tensor<4096x8x128xbf16>)
+        seqlens(%cu_q, %cu_k : tensor<9xi32>, tensor<9xi32>)
+        outs(%init, %lse0 : tensor<4096x32x128xbf16>, tensor<32x4096xf32>)
+        scale(0.0883883) mask(causal, bottom_right)
+        -> tensor<4096x32x128xbf16>, tensor<32x4096xf32>
+    ```
+  }];
+
+  let arguments = (ins
+    AnyRankedTensor:$query,
+    AnyRankedTensor:$key,
+    AnyRankedTensor:$value,
+    AnyRankedTensor:$cu_seqlens_q,
+    AnyRankedTensor:$cu_seqlens_k,
+    Variadic<AnyRankedTensor>:$inits,
+    F32Attr:$scale,
+    OptionalAttr<Flash_MaskAttr>:$mask);
+  let results = (outs Variadic<AnyRankedTensor>:$results);
+
+  let assemblyFormat = [{
+    `ins` `(` $query `,` $key `,` $value `:` type($query) `,`
+      type($key) `,` type($value) `)`
+    `seqlens` `(` $cu_seqlens_q `,` $cu_seqlens_k `:` type($cu_seqlens_q) `,`
+      type($cu_seqlens_k) `)`
+    `outs` `(` $inits `:` type($inits) `)`
+    `scale` `(` custom<Scale>($scale) `)`
+    (`mask` `(` custom<MaskClause>($mask)^ `)`)?
+    attr-dict
+    `->` type($results)
+  }];
+
+  let hasVerifier = 1;
+
+  let extraClassDeclaration = [{
+    RankedTensorType getQueryType() {
+      return ::llvm::cast<RankedTensorType>(getQuery().getType());
+    }
+    RankedTensorType getKeyType() {
+      return ::llvm::cast<RankedTensorType>(getKey().getType());
+    }
+    RankedTensorType getValueType() {
+      return ::llvm::cast<RankedTensorType>(getValue().getType());
+    }
+    Value getOutputInit() { return getInits()[0]; }
+    RankedTensorType getOutputType() {
+      return ::llvm::cast<RankedTensorType>(getOutputInit().getType());
+    }
+    bool hasLse() { return getInits().size() == 2; }
+    Value getLseInit() { return hasLse() ? getInits()[1] : Value(); }
+    /// The number of sequences B (dim 0 of the offsets, minus one).
+    int64_t getNumSequences() {
+      int64_t n = ::llvm::cast<RankedTensorType>(
+          getCuSeqlensQ().getType()).getDimSize(0);
+      return ShapedType::isDynamic(n) ? n : n - 1;
+    }
+    /// The mask, with an absent attribute read as `none`.
+    MaskAttr getMaskOrNone();
+
+    MutableOperandRange getDpsInitsMutable() { return getInitsMutable(); }
+  }];
+}
+
 def Flash_YieldOp : Flash_Op<"yield", [Pure, ReturnLike, Terminator,
                                        ParentOneOf<["AttentionOp", "AttentionGradOp"]>]> {
   let summary = "yields the modified score of a score_mod region";
