@@ -126,6 +126,30 @@ struct LowerPagedAttention : OpRewritePattern<PagedAttentionOp> {
   ChipInfo chip;
 };
 
+/// Lowers a flash.varlen_attention to the mma.sync kernel, each block
+/// finding its sequence through the offsets.
+struct LowerVarlenAttention : OpRewritePattern<VarlenAttentionOp> {
+  LowerVarlenAttention(MLIRContext *ctx, const GPUKernelOptions &options,
+                       ChipInfo chip)
+      : OpRewritePattern(ctx), options(options), chip(chip) {}
+
+  LogicalResult matchAndRewrite(VarlenAttentionOp op,
+                                PatternRewriter &rewriter) const override {
+    std::string why;
+    if (!varlenAttentionSupported(op, options, chip, why))
+      return rewriter.notifyMatchFailure(op, why);
+    if (!streamArgument(op))
+      return rewriter.notifyMatchFailure(op, "no stream argument");
+    FailureOr<OperandBuffers> bufs = operandBuffers(op);
+    if (failed(bufs))
+      return failure();
+    return lowerVarlenAttention(rewriter, op, *bufs, options, chip);
+  }
+
+  GPUKernelOptions options;
+  ChipInfo chip;
+};
+
 template <typename T>
 using PassOption = Pass::Option<T>;
 
@@ -155,7 +179,8 @@ struct ConvertFlashToGPUPass
     // before anything is rewritten.
     SmallVector<Operation *> ops;
     module.walk([&](Operation *op) {
-      if (isa<AttentionOp, AttentionGradOp, PagedAttentionOp>(op))
+      if (isa<AttentionOp, AttentionGradOp, PagedAttentionOp,
+              VarlenAttentionOp>(op))
         ops.push_back(op);
     });
     for (Operation *op : ops) {
@@ -172,6 +197,9 @@ struct ConvertFlashToGPUPass
         return signalPassFailure();
       if (auto paged = dyn_cast<PagedAttentionOp>(op);
           paged && failed(operandBuffers(paged)))
+        return signalPassFailure();
+      if (auto varlen = dyn_cast<VarlenAttentionOp>(op);
+          varlen && failed(operandBuffers(varlen)))
         return signalPassFailure();
       if (streamArgument(op))
         continue;
@@ -211,6 +239,12 @@ struct ConvertFlashToGPUPass
         op.emitOpError("convert-flash-to-gpu: ") << why;
       failedAny = true;
     });
+    module.walk([&](VarlenAttentionOp op) {
+      std::string why;
+      if (!varlenAttentionSupported(op, opts, *chip, why))
+        op.emitOpError("convert-flash-to-gpu: ") << why;
+      failedAny = true;
+    });
     if (failedAny)
       return signalPassFailure();
 
@@ -241,6 +275,7 @@ void flash::populateFlashToGPUPatterns(RewritePatternSet &patterns,
         PatternBenefit(strategies.size() - i));
   patterns.add<LowerAttentionGrad>(patterns.getContext(), options, *chip);
   patterns.add<LowerPagedAttention>(patterns.getContext(), options, *chip);
+  patterns.add<LowerVarlenAttention>(patterns.getContext(), options, *chip);
 }
 
 std::unique_ptr<Pass>

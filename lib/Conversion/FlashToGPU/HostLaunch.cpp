@@ -86,16 +86,11 @@ FailureOr<OperandBuffers> gpu_lowering::operandBuffers(AttentionOp op) {
   return bufs;
 }
 
-FailureOr<OperandBuffers> gpu_lowering::operandBuffers(PagedAttentionOp op) {
-  OperandBuffers bufs;
-  std::tuple<Value, StringRef, Value *> operands[] = {
-      {op.getQuery(), "query", &bufs.q},
-      {op.getKeyCache(), "key cache", &bufs.k},
-      {op.getValueCache(), "value cache", &bufs.v},
-      {op.getBlockTable(), "block table", &bufs.blockTable},
-      {op.getSeqLens(), "sequence lengths", &bufs.seqLens},
-      {op.getOutputInit(), "output init", &bufs.out},
-      {op.getLseInit(), "lse init", &bufs.lse}};
+/// The buffer behind each named tensor operand (skipping null ones), into
+/// its field of `bufs`.
+static LogicalResult
+readBuffers(Operation *op,
+            ArrayRef<std::tuple<Value, StringRef, Value *>> operands) {
   for (auto [t, what, dst] : operands) {
     if (!t)
       continue;
@@ -104,6 +99,36 @@ FailureOr<OperandBuffers> gpu_lowering::operandBuffers(PagedAttentionOp op) {
       return failure();
     *dst = *m;
   }
+  return success();
+}
+
+FailureOr<OperandBuffers> gpu_lowering::operandBuffers(PagedAttentionOp op) {
+  OperandBuffers bufs;
+  if (failed(readBuffers(op, {{op.getQuery(), "query", &bufs.q},
+                              {op.getKeyCache(), "key cache", &bufs.k},
+                              {op.getValueCache(), "value cache", &bufs.v},
+                              {op.getBlockTable(), "block table",
+                               &bufs.blockTable},
+                              {op.getSeqLens(), "sequence lengths",
+                               &bufs.seqLens},
+                              {op.getOutputInit(), "output init", &bufs.out},
+                              {op.getLseInit(), "lse init", &bufs.lse}})))
+    return failure();
+  return bufs;
+}
+
+FailureOr<OperandBuffers> gpu_lowering::operandBuffers(VarlenAttentionOp op) {
+  OperandBuffers bufs;
+  if (failed(readBuffers(op, {{op.getQuery(), "query", &bufs.q},
+                              {op.getKey(), "key", &bufs.k},
+                              {op.getValue(), "value", &bufs.v},
+                              {op.getCuSeqlensQ(), "query offsets",
+                               &bufs.cuSeqlensQ},
+                              {op.getCuSeqlensK(), "key offsets",
+                               &bufs.cuSeqlensK},
+                              {op.getOutputInit(), "output init", &bufs.out},
+                              {op.getLseInit(), "lse init", &bufs.lse}})))
+    return failure();
   return bufs;
 }
 

@@ -108,10 +108,13 @@ struct OperandBuffers {
   SmallVector<Value> captures;
   // flash.paged_attention: k and v are the page pools, read through these.
   Value blockTable, seqLens;
+  // flash.varlen_attention: the packed sequences' offsets.
+  Value cuSeqlensQ, cuSeqlensK;
 };
 /// Reads them off the op, or emits why it cannot be lowered.
 FailureOr<OperandBuffers> operandBuffers(AttentionOp op);
 FailureOr<OperandBuffers> operandBuffers(PagedAttentionOp op);
+FailureOr<OperandBuffers> operandBuffers(VarlenAttentionOp op);
 /// The row-major memref `tensor` (operand `what` of `op`) is a view of, or
 /// the diagnostic that the function is not in destination-passing style.
 FailureOr<Value> deviceBuffer(Operation *op, Value tensor, StringRef what);
@@ -182,6 +185,9 @@ struct MemrefKernelSpec {
   // > 0: flash.paged_attention; K/V rows are read through the block table
   // from pages of this many keys.
   int64_t pageSize = 0;
+  // flash.varlen_attention: Q, K, V and O are packed [tokens, heads, D] and
+  // each block finds its sequence through the offsets (varlenSequenceBlock).
+  bool varlen = false;
   Type qElem, kElem, vElem, oElem;
   MaskAttr mask;
   bool hasLse = false;
@@ -193,6 +199,9 @@ struct MemrefKernelSpec {
 FailureOr<MemrefKernelSpec> memrefKernelSpec(AttentionOp op, std::string &why);
 /// The spec of a paged op (static page size, head dims and head counts).
 FailureOr<MemrefKernelSpec> memrefKernelSpec(PagedAttentionOp op,
+                                             std::string &why);
+/// The spec of a varlen op (static head dims; one batch dim, the heads).
+FailureOr<MemrefKernelSpec> memrefKernelSpec(VarlenAttentionOp op,
                                              std::string &why);
 
 /// The kernel function `name`, in the builder's gpu.module: workgroup
@@ -223,11 +232,13 @@ Value dynamicOuterView(ImplicitLocOpBuilder &b, Value m, int64_t nb);
 /// memrefs with dynamic outer sizes, [lse as [batch·heads, Lq]], hkv (the
 /// K/V head count), the query's batch sizes, the captures; for a paged op
 /// k and v are the pools [?, page size, ?, D] and the block table
-/// [?, ?] and lengths [?] (i32) follow.
+/// [?, ?] and lengths [?] (i32) follow; for a varlen op q, k, v and out are
+/// the packed [?, ?, D] and the offsets [?] (i32) follow.
 struct MemrefKernelArgs {
   Value q, k, v, out, lse, hkv;
   SmallVector<Value> batchSizes, captures;
   Value blockTable, seqLens;
+  Value cuSeqlensQ, cuSeqlensK;
   MemrefKernelArgs(Block &entry, const MemrefKernelSpec &spec);
 };
 
@@ -236,7 +247,9 @@ struct MemrefKernelArgs {
 struct MemrefLaunchArgs {
   SmallVector<Value> args;
   Value hkv, bhCount, lq, lk; // K/V heads, prod(batch sizes of Q), lengths
-                              // (a paged cache's lk: the table's capacity)
+                              // (a paged cache's lk: the table's capacity;
+                              // a varlen batch's: the token counts)
+  Value sequences;            // a varlen batch's B, else null
 };
 /// The kernel arguments of the op's buffers, built at `b`.
 MemrefLaunchArgs memrefLaunchArgs(ImplicitLocOpBuilder &b,
@@ -251,8 +264,10 @@ using MemrefKernelBuilder = function_ref<gpu::GPUFuncOp(
     OpBuilder &, Location, gpu::GPUModuleOp, const MemrefKernelSpec &,
     ArrayRef<Type> argTypes)>;
 /// Builds the kernel with `build` and replaces `op` by its launch: a grid of
-/// (ceil(Lq / rowsPerBlock), batch·heads) blocks of `threads` threads.
-LogicalResult lowerToMemrefLaunch(RewriterBase &rewriter, AttentionOp op,
+/// (ceil(Lq / rowsPerBlock), batch·heads) blocks of `threads` threads; for
+/// a varlen batch ceil(Tq / rowsPerBlock) + B query blocks (each sequence
+/// ends in at most one partial block), heads.
+LogicalResult lowerToMemrefLaunch(RewriterBase &rewriter, Operation *op,
                                   const OperandBuffers &bufs,
                                   const MemrefKernelSpec &spec,
                                   int64_t rowsPerBlock, int64_t threads,
@@ -276,6 +291,18 @@ private:
   int64_t rowsPerBlock, threads;
   Builder build;
 };
+
+/// Whether the mma.sync kernel takes the varlen `op` on `chip` under
+/// `options`; otherwise `why` says why.
+bool varlenAttentionSupported(VarlenAttentionOp op,
+                              const GPUKernelOptions &options,
+                              const ChipInfo &chip, std::string &why);
+/// Lowers a flash.varlen_attention with the mma.sync kernel, each block
+/// finding its sequence through the offsets, or emits why it cannot.
+LogicalResult lowerVarlenAttention(RewriterBase &rewriter, VarlenAttentionOp op,
+                                   const OperandBuffers &bufs,
+                                   const GPUKernelOptions &options,
+                                   const ChipInfo &chip);
 
 //===-- SplitKV*.cpp: decode ----------------------------------------------===//
 

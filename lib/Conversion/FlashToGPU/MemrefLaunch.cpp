@@ -78,6 +78,31 @@ FailureOr<MemrefKernelSpec> gpu_lowering::memrefKernelSpec(PagedAttentionOp op,
   return spec;
 }
 
+FailureOr<MemrefKernelSpec>
+gpu_lowering::memrefKernelSpec(VarlenAttentionOp op, std::string &why) {
+  MemrefKernelSpec spec;
+  RankedTensorType q = op.getQueryType(), k = op.getKeyType(),
+                   v = op.getValueType();
+  spec.varlen = true;
+  spec.numBatchDims = 1;
+  spec.d = q.getDimSize(2);
+  spec.dv = v.getDimSize(2);
+  spec.hq = q.getDimSize(1);
+  spec.hkv = k.getDimSize(1);
+  if (ShapedType::isDynamic(spec.d) || ShapedType::isDynamic(spec.dv)) {
+    why = "head dims must be static";
+    return failure();
+  }
+  spec.qElem = q.getElementType();
+  spec.kElem = k.getElementType();
+  spec.vElem = v.getElementType();
+  spec.oElem = op.getOutputType().getElementType();
+  spec.mask = op.getMaskOrNone();
+  spec.hasLse = op.hasLse();
+  spec.scale = op.getScale().convertToDouble();
+  return spec;
+}
+
 gpu::GPUFuncOp gpu_lowering::createMemrefKernelFunc(
     ImplicitLocOpBuilder &b, ArrayRef<Type> argTypes,
     ArrayRef<Type> workgroup, ArrayRef<Type> privates, int64_t threads,
@@ -142,6 +167,10 @@ MemrefKernelArgs::MemrefKernelArgs(Block &entry, const MemrefKernelSpec &spec) {
     blockTable = entry.getArgument(a++);
     seqLens = entry.getArgument(a++);
   }
+  if (spec.varlen) {
+    cuSeqlensQ = entry.getArgument(a++);
+    cuSeqlensK = entry.getArgument(a++);
+  }
 }
 
 /// `m` with its dims `dynamic` made dynamic, so that a kernel's signature
@@ -182,6 +211,26 @@ MemrefLaunchArgs gpu_lowering::memrefLaunchArgs(ImplicitLocOpBuilder &b,
                                  constIdx(b, spec.pageSize));
     return r;
   }
+  if (spec.varlen) {
+    // Packed [tokens, heads, D]: the token and head counts are run-time
+    // values, the head dims part of the kernel.
+    r.args = {castDynamic(b, bufs.q, {0, 1}), castDynamic(b, bufs.k, {0, 1}),
+              castDynamic(b, bufs.v, {0, 1}), castDynamic(b, bufs.out, {0, 1})};
+    if (bufs.lse)
+      r.args.push_back(castDynamic(b, bufs.lse, {0, 1}));
+    r.hkv = memref::DimOp::create(b, bufs.k, 1);
+    r.bhCount = memref::DimOp::create(b, bufs.q, 1);
+    r.args.append({r.hkv, r.bhCount, castDynamic(b, bufs.cuSeqlensQ, {0}),
+                   castDynamic(b, bufs.cuSeqlensK, {0})});
+    r.lq = memref::DimOp::create(b, bufs.q, 0);
+    r.lk = memref::DimOp::create(b, bufs.k, 0);
+    r.sequences = arith::MaxSIOp::create(
+        b,
+        arith::SubIOp::create(b, memref::DimOp::create(b, bufs.cuSeqlensQ, 0),
+                              constIdx(b, 1)),
+        constIdx(b, 0));
+    return r;
+  }
   r.args = {dynamicOuter(bufs.q), dynamicOuter(bufs.k), dynamicOuter(bufs.v),
             dynamicOuter(bufs.out)};
   if (bufs.lse)
@@ -214,10 +263,10 @@ scf::IfOp gpu_lowering::ifNonEmptyQuery(ImplicitLocOpBuilder &b,
 }
 
 LogicalResult gpu_lowering::lowerToMemrefLaunch(
-    RewriterBase &rewriter, AttentionOp op, const OperandBuffers &bufs,
+    RewriterBase &rewriter, Operation *op, const OperandBuffers &bufs,
     const MemrefKernelSpec &spec, int64_t rowsPerBlock, int64_t threads,
     MemrefKernelBuilder build) {
-  Location loc = op.getLoc();
+  Location loc = op->getLoc();
   Value stream = streamArgument(op);
   OpBuilder::InsertionGuard guard(rewriter);
   rewriter.setInsertionPoint(op);
@@ -237,6 +286,8 @@ LogicalResult gpu_lowering::lowerToMemrefLaunch(
     OpBuilder::InsertionGuard g(b);
     ifNonEmptyQuery(b, a);
     Value gx = arith::CeilDivSIOp::create(b, a.lq, constIdx(b, rowsPerBlock));
+    if (a.sequences)
+      gx = arith::AddIOp::create(b, gx, a.sequences);
     launchOnStream(b, kernel, gx, a.bhCount, threads, /*dynamicSmemBytes=*/0,
                    a.args, stream);
   }

@@ -74,11 +74,25 @@ static gpu::GPUFuncOp buildMmaKernel(OpBuilder &ob, Location loc,
   Value tid = ml.tid, warp = ml.warp, g = ml.g, t2 = ml.t2, lane8 = ml.lane8,
         laneHalf8 = ml.laneHalf8, lane16 = ml.lane16;
   Value bh = batchHeadBlock(b, product(b, args.batchSizes));
-  Value q0 = arith::MulIOp::create(
-      b, gpu::BlockIdOp::create(b, gpu::Dimension::x),
-      constIdx(b, kRowsPerBlock));
-  Value lq = memref::DimOp::create(b, args.q, 1);
-  Value lk = memref::DimOp::create(b, args.k, 1);
+  Value blockX = gpu::BlockIdOp::create(b, gpu::Dimension::x);
+  // Rows of a packed varlen batch are those of the block's sequence, at its
+  // offsets in the [tokens, heads, D] tensors.
+  RowPlace qPlace, kPlace;
+  Value lq, lk;
+  if (spec.varlen) {
+    SequenceBlock w = varlenSequenceBlock(
+        b, args.cuSeqlensQ, args.cuSeqlensK, memref::DimOp::create(b, args.q, 0),
+        memref::DimOp::create(b, args.k, 0), blockX, kRowsPerBlock);
+    blockX = w.block;
+    lq = w.lq;
+    lk = w.lk;
+    qPlace.offset = w.q0;
+    kPlace.offset = w.k0;
+  } else {
+    lq = memref::DimOp::create(b, args.q, 1);
+    lk = memref::DimOp::create(b, args.k, 1);
+  }
+  Value q0 = arith::MulIOp::create(b, blockX, constIdx(b, kRowsPerBlock));
   Value lqLast = arith::SubIOp::create(b, lq, one);
   Value lkLast = arith::SubIOp::create(b, lk, one);
   HeadIndices heads =
@@ -95,7 +109,8 @@ static gpu::GPUFuncOp buildMmaKernel(OpBuilder &ob, Location loc,
 
   // Q as A fragments, loaded once.
   Value bhRows[2] = {bh, bh};
-  SmallVector<Value> qFrag = loadQueryFragments(b, args.q, bhRows, rowsC, t2, D);
+  SmallVector<Value> qFrag =
+      loadQueryFragments(b, args.q, bhRows, rowsC, t2, D, qPlace);
 
   auto [tBegin, tEnd] =
       visibleTileRange(b, spec.mask, q0, kRowsPerBlock, lq, lk, T);
@@ -133,8 +148,9 @@ static gpu::GPUFuncOp buildMmaKernel(OpBuilder &ob, Location loc,
           Value j = arith::MinSIOp::create(
               ib, arith::AddIOp::create(ib, j0, jj), lkLast);
           auto vt = VectorType::get({8}, elem);
+          SmallVector<Value, 2> at = kPlace.rows(ib, heads.kvbh, j);
           Value x = vector::LoadOp::create(ib, vt, src,
-                                           ValueRange{heads.kvbh, j, c},
+                                           ValueRange{at[0], at[1], c},
                                            /*nontemporal=*/false,
                                            llvm::Align(16));
           vector::StoreOp::create(ib, x, dst, ValueRange{jj, c},
@@ -216,7 +232,8 @@ static gpu::GPUFuncOp buildMmaKernel(OpBuilder &ob, Location loc,
         if (spec.oElem != f32)
           x = arith::TruncFOp::create(b, spec.oElem, x);
         Value col = arith::AddIOp::create(b, t2, constIdx(b, c));
-        memref::StoreOp::create(b, x, args.out, ValueRange{bh, rows[h], col});
+        SmallVector<Value, 2> at = qPlace.rows(b, bh, rows[h]);
+        memref::StoreOp::create(b, x, args.out, ValueRange{at[0], at[1], col});
       }
     if (args.lse) {
       // One lane of the quad writes the row's log-sum-exp.
@@ -225,7 +242,7 @@ static gpu::GPUFuncOp buildMmaKernel(OpBuilder &ob, Location loc,
       auto ifLane = scf::IfOp::create(b, first, /*withElse=*/false);
       OpBuilder::InsertionGuard gl(b);
       b.setInsertionPointToStart(ifLane.thenBlock());
-      memref::StoreOp::create(b, row.lse, args.lse, ValueRange{bh, rows[h]});
+      memref::StoreOp::create(b, row.lse, args.lse, qPlace.lse(b, bh, rows[h]));
     }
   }
   gpu::ReturnOp::create(b);
@@ -249,6 +266,39 @@ public:
 
 };
 } // namespace
+
+bool gpu_lowering::varlenAttentionSupported(VarlenAttentionOp op,
+                                            const GPUKernelOptions &options,
+                                            const ChipInfo &chip,
+                                            std::string &why) {
+  if (options.kernel != "auto" && options.kernel != "mma") {
+    why = "a packed varlen batch is run by the mma kernel only (kernel=auto "
+          "or kernel=mma), got kernel=" +
+          options.kernel;
+    return false;
+  }
+  if (!chip.hasMmaSync()) {
+    why = "the mma kernel needs sm_80 or newer";
+    return false;
+  }
+  if (failed(mmaSyncShapeSupported(
+          op.getQueryType().getElementType(), op.getKeyType().getElementType(),
+          op.getValueType().getElementType(), op.getQueryType().getDimSize(2),
+          op.getValueType().getDimSize(2), why)))
+    return false;
+  return succeeded(memrefKernelSpec(op, why));
+}
+
+LogicalResult gpu_lowering::lowerVarlenAttention(
+    RewriterBase &rewriter, VarlenAttentionOp op, const OperandBuffers &bufs,
+    const GPUKernelOptions &options, const ChipInfo &chip) {
+  std::string why;
+  if (!varlenAttentionSupported(op, options, chip, why))
+    return op.emitOpError("convert-flash-to-gpu: ") << why;
+  FailureOr<MemrefKernelSpec> spec = memrefKernelSpec(op, why);
+  return lowerToMemrefLaunch(rewriter, op, bufs, *spec, kRowsPerBlock,
+                             32 * kWarps, buildMmaKernel);
+}
 
 const KernelStrategy &gpu_lowering::mmaStrategy() {
   static const MmaStrategy strategy;

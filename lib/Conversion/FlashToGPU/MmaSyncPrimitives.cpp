@@ -142,16 +142,19 @@ void gpu_lowering::mmaSyncPair(ImplicitLocOpBuilder &b, Type elem,
 SmallVector<Value> gpu_lowering::loadQueryFragments(ImplicitLocOpBuilder &b,
                                                     Value q, const Value bh[2],
                                                     const Value rows[2],
-                                                    Value t2, int64_t d) {
+                                                    Value t2, int64_t d,
+                                                    const RowPlace &place) {
   Value one = constIdx(b, 1);
   SmallVector<Value> frag;
+  SmallVector<Value, 2> at[2] = {place.rows(b, bh[0], rows[0]),
+                                 place.rows(b, bh[1], rows[1])};
   for (int64_t ks = 0; ks < d / 16; ++ks)
     for (int64_t r = 0; r < 4; ++r) {
       int64_t h = r % 2;
       Value c = arith::AddIOp::create(b, t2, constIdx(b, 16 * ks + 8 * (r / 2)));
-      Value lo = memref::LoadOp::create(b, q, ValueRange{bh[h], rows[h], c});
+      Value lo = memref::LoadOp::create(b, q, ValueRange{at[h][0], at[h][1], c});
       Value hi = memref::LoadOp::create(
-          b, q, ValueRange{bh[h], rows[h], arith::AddIOp::create(b, c, one)});
+          b, q, ValueRange{at[h][0], at[h][1], arith::AddIOp::create(b, c, one)});
       frag.push_back(packPair(b, lo, hi));
     }
   return frag;

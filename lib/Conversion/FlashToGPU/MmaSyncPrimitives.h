@@ -71,10 +71,12 @@ void mmaSyncPair(ImplicitLocOpBuilder &b, Type elem, ArrayRef<Value> a,
 /// The A fragments of 16 query rows from global memory: per 16 columns
 /// a0 = (row0, 2t..2t+1), a1 = (row1, 2t..), a2 = (row0, 2t+8..),
 /// a3 = (row1, 2t+8..), with `row0`/`row1` this thread's rows g and g + 8
-/// (already clamped) of `bhRow[h]` in q [bh, L, D].
+/// (already clamped) of `bhRow[h]` in q, placed by `place` ([bh, L, D], or
+/// a packed [tokens, heads, D]).
 SmallVector<Value> loadQueryFragments(ImplicitLocOpBuilder &b, Value q,
                                       const Value bh[2], const Value rows[2],
-                                      Value t2, int64_t d);
+                                      Value t2, int64_t d,
+                                      const RowPlace &place = {});
 
 } // namespace mlir::flash::gpu_lowering
 

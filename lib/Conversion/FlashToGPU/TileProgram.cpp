@@ -10,6 +10,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
 
@@ -96,18 +97,93 @@ Value gpu_lowering::batchHeadBlock(ImplicitLocOpBuilder &b, Value count) {
       b, gpu::BlockIdOp::create(b, gpu::Dimension::y),
       arith::MulIOp::create(b, gpu::BlockIdOp::create(b, gpu::Dimension::z),
                             gpu::GridDimOp::create(b, gpu::Dimension::y)));
-  Value valid = arith::CmpIOp::create(b, arith::CmpIPredicate::ult, idx, count);
+  continueOnlyIf(b, arith::CmpIOp::create(b, arith::CmpIPredicate::ult, idx,
+                                          count));
+  return idx;
+}
+
+void gpu_lowering::continueOnlyIf(ImplicitLocOpBuilder &b, Value cond) {
   Block *entry = b.getInsertionBlock();
   assert(b.getInsertionPoint() == entry->end() && "not at the end of a block");
   Region *region = entry->getParent();
   Block *body = new Block(), *exit = new Block();
   region->getBlocks().insertAfter(Region::iterator(entry), body);
   region->getBlocks().insertAfter(Region::iterator(body), exit);
-  cf::CondBranchOp::create(b, valid, body, ValueRange{}, exit, ValueRange{});
+  cf::CondBranchOp::create(b, cond, body, ValueRange{}, exit, ValueRange{});
   b.setInsertionPointToStart(exit);
   gpu::ReturnOp::create(b);
   b.setInsertionPointToStart(body);
-  return idx;
+}
+
+/// [lo, hi) of sequence `s` in `total` packed tokens: the offsets clamped
+/// as flash.varlen_attention defines.
+static std::pair<Value, Value> packedRange(ImplicitLocOpBuilder &b, Value cu,
+                                           Value s, Value total) {
+  auto read = [&](Value i) -> Value {
+    return arith::IndexCastOp::create(b, b.getIndexType(),
+                                      memref::LoadOp::create(b, cu, i));
+  };
+  auto clamp = [&](Value x, Value lo) -> Value {
+    return arith::MinSIOp::create(b, arith::MaxSIOp::create(b, x, lo), total);
+  };
+  Value lo = clamp(read(s), constIdx(b, 0));
+  Value hi = clamp(read(arith::AddIOp::create(b, s, constIdx(b, 1))), lo);
+  return {lo, hi};
+}
+
+SequenceBlock gpu_lowering::varlenSequenceBlock(ImplicitLocOpBuilder &b,
+                                                Value cuq, Value cuk, Value tq,
+                                                Value tk, Value x,
+                                                int64_t blockRows) {
+  // Sequence s owns blocks [start_s, start_s + ceil(Lq_s / blockRows)); a
+  // linear scan finds x's (every thread the same: the offsets are read
+  // through the cache once per CTA).
+  Value zero = constIdx(b, 0), one = constIdx(b, 1);
+  Value minus1 = constIdx(b, -1);
+  Value numSeq = arith::SubIOp::create(b, memref::DimOp::create(b, cuq, 0), one);
+  auto scan = scf::ForOp::create(
+      b, zero, numSeq, one, ValueRange{zero, minus1, zero},
+      [&](OpBuilder &nb, Location l, Value s, ValueRange it) {
+        ImplicitLocOpBuilder ib(l, nb);
+        auto [q0, q1] = packedRange(ib, cuq, s, tq);
+        Value blocks = arith::CeilDivSIOp::create(
+            ib, arith::SubIOp::create(ib, q1, q0), constIdx(ib, blockRows));
+        Value end = arith::AddIOp::create(ib, it[0], blocks);
+        Value here = arith::AndIOp::create(
+            ib, arith::CmpIOp::create(ib, arith::CmpIPredicate::sge, x, it[0]),
+            arith::CmpIOp::create(ib, arith::CmpIPredicate::slt, x, end));
+        scf::YieldOp::create(
+            ib, ValueRange{end, arith::SelectOp::create(ib, here, s, it[1]),
+                           arith::SelectOp::create(
+                               ib, here, arith::SubIOp::create(ib, x, it[0]),
+                               it[2])});
+      });
+  Value seq = scan.getResult(1);
+  continueOnlyIf(b, arith::CmpIOp::create(b, arith::CmpIPredicate::sge, seq,
+                                          zero));
+  SequenceBlock r;
+  r.block = scan.getResult(2);
+  auto [q0, q1] = packedRange(b, cuq, seq, tq);
+  auto [k0, k1] = packedRange(b, cuk, seq, tk);
+  r.q0 = q0;
+  r.lq = arith::SubIOp::create(b, q1, q0);
+  r.k0 = k0;
+  r.lk = arith::SubIOp::create(b, k1, k0);
+  return r;
+}
+
+SmallVector<Value, 2> RowPlace::rows(ImplicitLocOpBuilder &b, Value bh,
+                                     Value row) const {
+  if (!offset)
+    return {bh, row};
+  return {arith::AddIOp::create(b, offset, row), bh};
+}
+
+SmallVector<Value, 2> RowPlace::lse(ImplicitLocOpBuilder &b, Value bh,
+                                    Value row) const {
+  if (!offset)
+    return {bh, row};
+  return {bh, arith::AddIOp::create(b, offset, row)};
 }
 
 Value gpu_lowering::maskDiagonalOffset(ImplicitLocOpBuilder &b, MaskAttr mask,

@@ -72,6 +72,37 @@ HeadIndices headIndices(ImplicitLocOpBuilder &b, Value bh,
 /// when the index is in range. `b` must be at the end of the kernel's
 /// entry block.
 Value batchHeadBlock(ImplicitLocOpBuilder &b, Value count);
+/// The kernel goes on only where `cond` holds; elsewhere it returns. `b`
+/// must be at the end of a block of the kernel, and is left in the new one.
+void continueOnlyIf(ImplicitLocOpBuilder &b, Value cond);
+
+/// The work of one block of a packed varlen batch (flash.varlen_attention):
+/// the query blocks of the sequences are numbered one after another, and
+/// block `x` is query block `block` of the sequence whose rows start at
+/// token q0 (Lq of them) and keys at k0 (Lk). A block past the last
+/// sequence's ends at once (continueOnlyIf).
+struct SequenceBlock {
+  Value block, q0, lq, k0, lk;
+};
+/// `cuq` / `cuk` are the i32 offsets [B + 1], `tq` / `tk` the token counts
+/// the offsets are clamped into.
+SequenceBlock varlenSequenceBlock(ImplicitLocOpBuilder &b, Value cuq,
+                                  Value cuk, Value tq, Value tk, Value x,
+                                  int64_t blockRows);
+
+/// Where row `row` of batch·head `bh` lies in a kernel's Q, K, V or O:
+/// [bh, row] in the contiguous [batch·heads, L, D] views, [offset + row,
+/// bh] in a packed varlen batch's [tokens, heads, D] (the sequence's first
+/// token at `offset`). The LSE is [bh, row] in both, the row shifted by the
+/// offset.
+struct RowPlace {
+  Value offset; // null: contiguous
+  SmallVector<Value, 2> rows(ImplicitLocOpBuilder &b, Value bh,
+                             Value row) const;
+  SmallVector<Value, 2> lse(ImplicitLocOpBuilder &b, Value bh,
+                            Value row) const;
+};
+
 /// The product of `sizes` (1 for none).
 Value product(ImplicitLocOpBuilder &b, ArrayRef<Value> sizes);
 /// The largest grid.y of a launch.

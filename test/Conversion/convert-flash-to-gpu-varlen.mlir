@@ -1,0 +1,47 @@
+// A packed varlen batch on the GPU: flash.varlen_attention lowers to the
+// mma.sync kernel on [tokens, heads, D] memrefs. The grid holds
+// ceil(Tq / 64) + B query blocks (each sequence ends in at most one partial
+// block) by the query heads; a block scans the offsets for its sequence and
+// reads its rows at the sequence's token offsets.
+// RUN: flash-opt %s -split-input-file -convert-flash-to-gpu | FileCheck %s
+// RUN: not flash-opt %s -split-input-file -convert-flash-to-gpu="kernel=wgmma" 2>&1 | FileCheck %s --check-prefix=WGMMA
+// RUN: not flash-opt %s -split-input-file -convert-flash-to-gpu="chip=sm_75" 2>&1 | FileCheck %s --check-prefix=OLDCHIP
+// RUN: env -u CUDA_HOME flash-opt %s -split-input-file --flash-gpu-pipeline="format=isa" 2>&1 | FileCheck %s --check-prefix=PTX
+
+// WGMMA: a packed varlen batch is run by the mma kernel only (kernel=auto or kernel=mma), got kernel=wgmma
+// OLDCHIP: the mma kernel needs sm_80 or newer
+
+// CHECK-LABEL: func.func @prefill_varlen
+// CHECK: %[[CUQ:.*]] = memref.cast %{{.*}} : memref<5xi32> to memref<?xi32>
+// CHECK: %[[B:.*]] = arith.maxsi %{{.*}}, %c0
+// CHECK: %[[BLK:.*]] = arith.ceildivsi %{{.*}}, %c64 : index
+// CHECK: %[[GX:.*]] = arith.addi %[[BLK]], %[[B]] : index
+// CHECK: gpu.launch_func async [%{{.*}}] @flash_attention_0::@kernel blocks in (%[[GX]], {{.*}} args({{.*}} : memref<?x?x128xbf16>, {{.*}} : memref<?x?x128xbf16>, {{.*}} : memref<?x?x64xbf16>, {{.*}} : memref<?x?x64xbf16>, {{.*}} : memref<?x?xf32>, {{.*}} : index, {{.*}} : index, %[[CUQ]] : memref<?xi32>, {{.*}} : memref<?xi32>)
+// CHECK: gpu.func @kernel(%[[Q:.*]]: memref<?x?x128xbf16>, %[[K:.*]]: memref<?x?x128xbf16>, %{{.*}}: memref<?x?x64xbf16>, %[[O:.*]]: memref<?x?x64xbf16>, %[[L:.*]]: memref<?x?xf32>, %{{.*}}: index, %{{.*}}: index, %[[CQ:.*]]: memref<?xi32>, %[[CK:.*]]: memref<?xi32>)
+// CHECK: %[[SCAN:.*]]:3 = scf.for {{.*}} iter_args(
+// CHECK:   memref.load %[[CQ]][
+// CHECK:   arith.ceildivsi %{{.*}}, %c64
+// CHECK: arith.cmpi sge, %[[SCAN]]#1, %c0
+// CHECK: cf.cond_br
+// CHECK: %[[Q0R:.*]] = memref.load %[[CQ]][%[[SCAN]]#1] : memref<?xi32>
+// CHECK: memref.load %[[CK]][%[[SCAN]]#1] : memref<?xi32>
+// CHECK: memref.load %[[Q]][%{{.*}}, %{{.*}}, %{{.*}}] : memref<?x?x128xbf16>
+// CHECK: vector.load %[[K]][%{{.*}}, %{{.*}}, %{{.*}}] {{.*}}: memref<?x?x128xbf16>, vector<8xbf16>
+// CHECK: memref.store %{{.*}}, %[[O]][%{{.*}}, %{{.*}}, %{{.*}}] : memref<?x?x64xbf16>
+// CHECK: memref.store %{{.*}}, %[[L]][%{{.*}}, %{{.*}}] : memref<?x?xf32>
+// PTX-LABEL: .entry kernel(
+// PTX: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
+func.func @prefill_varlen(%q: memref<100x8x128xbf16>, %k: memref<300x2x128xbf16>, %v: memref<300x2x64xbf16>, %o: memref<100x8x64xbf16>, %lse: memref<8x100xf32>, %cu_q: memref<5xi32>, %cu_k: memref<5xi32>) attributes {llvm.emit_c_interface} {
+  %q_t = bufferization.to_tensor %q restrict : memref<100x8x128xbf16> to tensor<100x8x128xbf16>
+  %k_t = bufferization.to_tensor %k restrict : memref<300x2x128xbf16> to tensor<300x2x128xbf16>
+  %v_t = bufferization.to_tensor %v restrict : memref<300x2x64xbf16> to tensor<300x2x64xbf16>
+  %o_t = bufferization.to_tensor %o restrict writable : memref<100x8x64xbf16> to tensor<100x8x64xbf16>
+  %lse_t = bufferization.to_tensor %lse restrict writable : memref<8x100xf32> to tensor<8x100xf32>
+  %cu_q_t = bufferization.to_tensor %cu_q restrict : memref<5xi32> to tensor<5xi32>
+  %cu_k_t = bufferization.to_tensor %cu_k restrict : memref<5xi32> to tensor<5xi32>
+  %r:2 = flash.varlen_attention ins(%q_t, %k_t, %v_t : tensor<100x8x128xbf16>, tensor<300x2x128xbf16>, tensor<300x2x64xbf16>) seqlens(%cu_q_t, %cu_k_t : tensor<5xi32>, tensor<5xi32>) outs(%o_t, %lse_t : tensor<100x8x64xbf16>, tensor<8x100xf32>) scale(8.838834765e-02) mask(causal, bottom_right) -> tensor<100x8x64xbf16>, tensor<8x100xf32>
+  bufferization.materialize_in_destination %r#0 in restrict writable %o : (tensor<100x8x64xbf16>, memref<100x8x64xbf16>) -> ()
+  bufferization.materialize_in_destination %r#1 in restrict writable %lse : (tensor<8x100xf32>, memref<8x100xf32>) -> ()
+  return
+}
+
