@@ -1,7 +1,8 @@
 """compute-sanitizer over every GPU kernel variant, through flash_mlir.attention: the
 wgmma, mma.sync, portable and split-KV forward kernels (each forced with kernel=), every
 mask kind and alignment, score_mod with captures (bias=, softcap=, alibi_slopes=), tails at
-L = 1, 63, 65, 4097, rows that see no key, the LSE, the paged split-KV kernel with block
+L = 1, 63, 65, 4097, rows that see no key, the LSE, packed varlen batches with offsets
+outside the tokens, the paged split-KV kernel with block
 tables full of junk entries, and the backward (prep, key blocks, both dQ paths,
 deterministic). Each case also checks its output against float64, so a kernel that did not
 run cannot pass.
@@ -21,8 +22,8 @@ sys.path.insert(0, HERE)
 import flash_mlir  # noqa: E402
 
 
-def _c(q, k, v, dtype="bfloat16", grad=False, table=None, lens=None, **kw):
-    return dict(q=q, k=k, v=v, dtype=dtype, grad=grad, table=table, lens=lens, kw=kw)
+def _c(q, k, v, dtype="bfloat16", grad=False, table=None, lens=None, cu=None, **kw):
+    return dict(q=q, k=k, v=v, dtype=dtype, grad=grad, table=table, lens=lens, cu=cu, kw=kw)
 
 
 CASES = {
@@ -68,6 +69,12 @@ CASES = {
                            table=(2, 40), lens=[1000, 10 ** 6]),
     "paged-lq16-causal": _c((2, 32, 16, 128), (200, 32, 8, 128), (200, 32, 8, 128),
                             table=(2, 90), lens=[2800, 0], causal=True, return_lse=True),
+    # packed varlen batches (mma.sync): offsets past the tokens, backwards, negative
+    "varlen-junk-offsets": _c((300, 8, 128), (500, 2, 128), (500, 2, 128),
+                              cu=([0, 17, 17, 200, 10 ** 6], [-7, 300, 12, 499, 600]),
+                              causal=True, align="bottom_right", return_lse=True),
+    "varlen-f16-window-d64": _c((333, 4, 64), (333, 4, 64), (333, 4, 64), "float16",
+                                cu=([0, 1, 65, 200, 333], [0, 1, 65, 200, 333]), window=33),
     # the backward
     "grad-causal-l100": _c((2, 4, 100, 128), (2, 4, 100, 128), (2, 4, 100, 128), grad=True,
                            causal=True),
@@ -93,6 +100,8 @@ def _prebuild_kw(c):
         kw.pop("return_lse", None)
     if c["table"] is not None:
         kw["block_table"] = c["table"]
+    if c["cu"] is not None:
+        kw["cu_seqlens"] = (len(c["cu"][0]),)
     return kw
 
 
@@ -106,7 +115,7 @@ def prebuild_all(cache_dir):
 def run(name, c):
     import numpy as np
     import torch
-    from reference import attention_ref, paged_attention_ref
+    from reference import attention_ref, paged_attention_ref, varlen_attention_ref
     g = torch.Generator(device="cuda").manual_seed(sum(map(ord, name)))
     dt = getattr(torch, c["dtype"])
     q, k, v = (torch.randn(*c[n], device="cuda", dtype=dt, generator=g) for n in "qkv")
@@ -132,6 +141,15 @@ def run(name, c):
         out = out[0] if isinstance(out, tuple) else out
         ref, _ = paged_attention_ref(*(x.double().cpu().numpy() for x in (q, k, v)),
                                      table.cpu().numpy(), lens.cpu().numpy(), **masks)
+    elif c["cu"] is not None:
+        cq, ck = (torch.tensor(x, device="cuda", dtype=torch.int64).clamp(
+            -(1 << 31), (1 << 31) - 1).to(torch.int32) for x in c["cu"])
+        out = torch.zeros(c["q"][:-1] + c["v"][-1:], device="cuda", dtype=dt)
+        flash_mlir.attention(q, k, v, cu_seqlens_q=cq, cu_seqlens_k=ck, out=out, **kw)
+        torch.cuda.synchronize()
+        ref, _ = varlen_attention_ref(*(x.double().cpu().numpy() for x in (q, k, v)),
+                                      c["cu"][0], c["cu"][1], np.zeros(out.shape),
+                                      np.zeros((c["q"][1], c["q"][0])), **masks)
     elif c["grad"]:
         for x in (q, k, v):
             x.requires_grad_()

@@ -1,0 +1,168 @@
+"""A packed varlen batch on the GPU: flash.varlen_attention through the mma.sync kernel,
+each block finding its sequence through the offsets (clamped into the token counts),
+masks at each sequence's own lengths, rows no sequence covers left as out= held them.
+
+Rules as the other GPU tests: a float64 reference (reference.varlen_attention_ref), the
+error at most twice that of torch SDPA run on each sequence alone (plus 1e-3), the LSE
+within 1e-3; one sequence gives bit-identical results to the contiguous op on the same
+kernel. Run where the kernels are, or fill a cache folder here with
+    python3 python/tests/test_varlen_gpu.py --prebuild DIR
+and run with FLASH_MLIR_CACHE_DIR=DIR on the GPU machine."""
+import os
+import sys
+
+import numpy as np
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+
+import flash_mlir  # noqa: E402
+from reference import varlen_attention_ref  # noqa: E402
+from test_attention_gpu import _cuda  # noqa: E402
+
+
+def _case(hq, hkv, d, lq, lk=None, dv=None, dtype="bfloat16", extra_q=0, cu_q=None,
+          cu_k=None, **kw):
+    lk = lk if lk is not None else lq
+    cq = cu_q if cu_q is not None else np.concatenate([[0], np.cumsum(lq)]).tolist()
+    ck = cu_k if cu_k is not None else np.concatenate([[0], np.cumsum(lk)]).tolist()
+    tq = (int(sum(lq)) if cu_q is None else int(lq)) + extra_q
+    tk = int(sum(lk)) if cu_k is None else int(lk)
+    dv = dv or d
+    return dict(q=(tq, hq, d), k=(tk, hkv, d), v=(tk, hkv, dv), cu_q=cq, cu_k=ck,
+                dtype=dtype, kw=kw)
+
+
+# Lengths are rarely multiples of the 64-row block; 0-length sequences included.
+CASES = {
+    "prefill-gqa4-causal": _case(16, 4, 128, [1, 200, 64, 1000, 0, 37], causal=True),
+    "lq-ne-lk-bottom-right-f16-lse": _case(8, 8, 64, [100, 3, 513], [300, 700, 513],
+                                           dtype="float16", causal=True,
+                                           align="bottom_right", return_lse=True),
+    "window-d96-dv64": _case(8, 2, 96, [700, 129], [900, 129], dv=64, window=128,
+                             align="bottom_right"),
+    "d256-no-mask": _case(4, 1, 256, [300, 77], [450, 77]),
+    "many-short-sequences": _case(8, 2, 64, list(range(1, 65)) * 3,
+                                  list(range(64, 0, -1)) * 3, causal=True,
+                                  align="bottom_right", return_lse=True),
+    # Offsets outside the tokens are clamped: a key range past Tk, one that runs
+    # backwards (empty), a query end past Tq; 60 padding rows no sequence covers.
+    "clamped-offsets": _case(4, 2, 64, 400, 600, cu_q=[0, 140, 140, 1000],
+                             cu_k=[-5, 900, 10, 350], extra_q=0, return_lse=True),
+    "padding-rows": _case(4, 4, 128, [90, 150], [90, 150], extra_q=60, causal=True),
+}
+
+
+def prebuild_all(cache_dir):
+    os.environ["FLASH_MLIR_CACHE_DIR"] = cache_dir
+    os.environ.setdefault("CUDA_HOME", "/usr/local/cuda")
+    for name, c in CASES.items():
+        print(name, flash_mlir.prebuild(c["q"], c["k"], c["v"], c["dtype"],
+                                        cu_seqlens=(len(c["cu_q"]),), **c["kw"]))
+    qs, ks, kw = ONE_SEQUENCE
+    print("one-sequence", flash_mlir.prebuild(qs, ks, ks, "bf16", cu_seqlens=(2,), **kw))
+    print("one-sequence", flash_mlir.prebuild((1, qs[1], qs[0], qs[2]), (1, ks[1], ks[0], ks[2]),
+                                              (1, ks[1], ks[0], ks[2]), "bf16", kernel="mma",
+                                              **kw))
+
+
+def _inputs(torch, c):
+    g = torch.Generator(device="cuda").manual_seed(int.from_bytes(os.urandom(4), "little"))
+    dt = getattr(torch, c["dtype"])
+    q, k, v = (torch.randn(*c[n], device="cuda", dtype=dt, generator=g) for n in "qkv")
+    cq = torch.tensor(c["cu_q"], dtype=torch.int32, device="cuda")
+    ck = torch.tensor(c["cu_k"], dtype=torch.int32, device="cuda")
+    return q, k, v, cq, ck
+
+
+def _ranges(cu, total):
+    out = []
+    for b in range(len(cu) - 1):
+        lo = min(max(int(cu[b]), 0), total)
+        out.append((lo, min(max(int(cu[b + 1]), lo), total)))
+    return out
+
+
+def _sdpa_error(torch, q, k, v, cq, ck, ref, causal=False, window=None, align="top_left"):
+    """Max |SDPA - ref| with SDPA on each sequence alone, over rows that see a key."""
+    import torch.nn.functional as F
+    worst = 0.0
+    g = q.shape[1] // k.shape[1]
+    for (q0, q1), (k0, k1) in zip(_ranges(cq, q.shape[0]), _ranges(ck, k.shape[0])):
+        lq, lk = q1 - q0, k1 - k0
+        if lq == 0 or lk == 0:
+            continue
+        mask = None
+        if causal or window is not None:
+            i = torch.arange(lq, device="cuda")[:, None]
+            j = torch.arange(lk, device="cuda")[None, :]
+            diag = i + (lk - lq if align == "bottom_right" else 0)
+            mask = j <= diag
+            if window is not None:
+                mask &= j > diag - window
+        s = F.scaled_dot_product_attention(
+            q[q0:q1].transpose(0, 1), k[k0:k1].transpose(0, 1).repeat_interleave(g, 0),
+            v[k0:k1].transpose(0, 1).repeat_interleave(g, 0), attn_mask=mask)
+        r = torch.from_numpy(ref[q0:q1]).to("cuda").transpose(0, 1)
+        live = torch.isfinite(s).all(-1)
+        if live.any():
+            worst = max(worst, (s.double() - r).abs()[live].max().item())
+    return worst
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_matches_reference(name):
+    torch = _cuda()
+    c = CASES[name]
+    kw = c["kw"]
+    q, k, v, cq, ck = _inputs(torch, c)
+    out = torch.full(c["q"][:-1] + c["v"][-1:], 7.0, dtype=q.dtype, device="cuda")
+    res = flash_mlir.attention(q, k, v, cu_seqlens_q=cq, cu_seqlens_k=ck, out=out, **kw)
+    torch.cuda.synchronize()
+    masks = {key: kw[key] for key in ("causal", "window", "align") if key in kw}
+    lse0 = np.full((c["q"][1], c["q"][0]), 3.0)
+    ref, ref_lse = varlen_attention_ref(*(x.double().cpu().numpy() for x in (q, k, v)),
+                                        c["cu_q"], c["cu_k"], np.full(out.shape, 7.0), lse0,
+                                        **masks)
+    err = (out.double() - torch.from_numpy(ref).to("cuda")).abs().max().item()
+    err_sdpa = _sdpa_error(torch, q, k, v, c["cu_q"], c["cu_k"], ref, **masks)
+    assert err <= 2 * err_sdpa + 1e-3, (err, err_sdpa)
+    covered = np.zeros(c["q"][0], bool)
+    for q0, q1 in _ranges(c["cu_q"], c["q"][0]):
+        covered[q0:q1] = True
+    assert (out[torch.from_numpy(~covered).to("cuda")] == 7.0).all().item()
+    if kw.get("return_lse"):
+        lse = res[1].double().cpu().numpy()
+        finite = np.isfinite(ref_lse) & covered[None, :]
+        assert abs(lse[finite] - ref_lse[finite]).max() <= 1e-3
+        dead = ~np.isfinite(ref_lse) & covered[None, :]
+        assert (lse[dead] == -np.inf).all()
+        assert (ref[~np.isfinite(ref_lse).T & covered[:, None]] == 0).all()
+
+
+# One sequence is the contiguous op's work on the same kernel, in the same order.
+ONE_SEQUENCE = ((777, 8, 128), (1500, 2, 128), dict(causal=True, align="bottom_right"))
+
+
+def test_one_sequence_is_bit_identical_to_contiguous():
+    torch = _cuda()
+    (tq, hq, d), (tk, hkv, _), kw = ONE_SEQUENCE
+    g = torch.Generator(device="cuda").manual_seed(int.from_bytes(os.urandom(4), "little"))
+    q = torch.randn(tq, hq, d, device="cuda", dtype=torch.bfloat16, generator=g)
+    k = torch.randn(tk, hkv, d, device="cuda", dtype=torch.bfloat16, generator=g)
+    v = torch.randn(tk, hkv, d, device="cuda", dtype=torch.bfloat16, generator=g)
+    cq = torch.tensor([0, tq], dtype=torch.int32, device="cuda")
+    ck = torch.tensor([0, tk], dtype=torch.int32, device="cuda")
+    packed = flash_mlir.attention(q, k, v, cu_seqlens_q=cq, cu_seqlens_k=ck, **kw)
+    bhld = lambda x: x.transpose(0, 1).unsqueeze(0).contiguous()
+    contiguous = flash_mlir.attention(bhld(q), bhld(k), bhld(v), kernel="mma", **kw)
+    torch.cuda.synchronize()
+    assert torch.equal(packed, contiguous[0].transpose(0, 1))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3 or sys.argv[1] != "--prebuild":
+        sys.exit("usage: test_varlen_gpu.py --prebuild CACHE_DIR")
+    prebuild_all(sys.argv[2])
