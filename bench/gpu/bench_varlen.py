@@ -1,6 +1,7 @@
 """Packed variable-length prefill: several documents of different lengths in one call,
 through flash_mlir.attention(q, k, v, cu_seqlens_q=, cu_seqlens_k=) on torch CUDA
-tensors (static shapes, kernels from the cache), beside, in the same process:
+tensors (static shapes, kernels from the cache; "ours[mma]" forces the mma.sync kernel),
+beside, in the same process:
   fa2-varlen   FlashAttention-2's varlen kernel as torch ships it
                (aten._flash_attention_forward with cumulative offsets);
   cudnn-pad    cuDNN SDPA on the documents padded to the longest, [B, H, Lmax, D]: what
@@ -48,8 +49,10 @@ def prebuild(cache):
     os.environ["FLASH_MLIR_CACHE_DIR"] = cache
     os.environ.setdefault("CUDA_HOME", "/usr/local/cuda")
     for name, lens, hq, hkv, d, causal in CASES:
-        print(name, flash_mlir.prebuild(*_shapes(lens, hq, hkv, d), "bf16",
-                                        cu_seqlens=(len(lens) + 1,), causal=causal))
+        for kw in ({}, {"kernel": "mma"}):
+            print(name, kw, flash_mlir.prebuild(*_shapes(lens, hq, hkv, d), "bf16",
+                                                cu_seqlens=(len(lens) + 1,), causal=causal,
+                                                **kw))
 
 
 def run(with_flex):
@@ -80,7 +83,10 @@ def run(with_flex):
         flops = 4 * d * pairs * hq
         lmax, g = max(lens), hq // hkv
         impls = [("ours", lambda: flash_mlir.attention(q, k, v, cu_seqlens_q=cu,
-                                                       cu_seqlens_k=cu, causal=causal))]
+                                                       cu_seqlens_k=cu, causal=causal)),
+                 ("ours[mma]", lambda: flash_mlir.attention(q, k, v, cu_seqlens_q=cu,
+                                                            cu_seqlens_k=cu, causal=causal,
+                                                            kernel="mma"))]
 
         def fa2():
             return torch.ops.aten._flash_attention_forward(

@@ -69,12 +69,16 @@ CASES = {
                            table=(2, 40), lens=[1000, 10 ** 6]),
     "paged-lq16-causal": _c((2, 32, 16, 128), (200, 32, 8, 128), (200, 32, 8, 128),
                             table=(2, 90), lens=[2800, 0], causal=True, return_lse=True),
-    # packed varlen batches (mma.sync): offsets past the tokens, backwards, negative
+    # packed varlen batches (wgmma, then mma.sync at D = 96): offsets past the tokens,
+    # backwards, negative
     "varlen-junk-offsets": _c((300, 8, 128), (500, 2, 128), (500, 2, 128),
                               cu=([0, 17, 17, 200, 10 ** 6], [-7, 300, 12, 499, 600]),
                               causal=True, align="bottom_right", return_lse=True),
     "varlen-f16-window-d64": _c((333, 4, 64), (333, 4, 64), (333, 4, 64), "float16",
                                 cu=([0, 1, 65, 200, 333], [0, 1, 65, 200, 333]), window=33),
+    "varlen-mma-junk-offsets": _c((300, 8, 96), (500, 2, 96), (500, 2, 64),
+                                  cu=([0, 17, 17, 200, 10 ** 6], [-7, 300, 12, 499, 600]),
+                                  causal=True, return_lse=True),
     # the backward
     "grad-causal-l100": _c((2, 4, 100, 128), (2, 4, 100, 128), (2, 4, 100, 128), grad=True,
                            causal=True),

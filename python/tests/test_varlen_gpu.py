@@ -1,11 +1,12 @@
-"""A packed varlen batch on the GPU: flash.varlen_attention through the mma.sync kernel,
-each block finding its sequence through the offsets (clamped into the token counts),
+"""A packed varlen batch on the GPU: flash.varlen_attention through the wgmma kernel (D, Dv
+in {64, 128}) or the mma.sync kernel (other head dims, or kernel="mma"), each block
+finding its sequence through the offsets (clamped into the token counts),
 masks at each sequence's own lengths, rows no sequence covers left as out= held them.
 
 Rules as the other GPU tests: a float64 reference (reference.varlen_attention_ref), the
 error at most twice that of torch SDPA run on each sequence alone (plus 1e-3), the LSE
 within 1e-3; one sequence gives bit-identical results to the contiguous op on the same
-kernel. Run where the kernels are, or fill a cache folder here with
+kernel, for both kernels. Run where the kernels are, or fill a cache folder here with
     python3 python/tests/test_varlen_gpu.py --prebuild DIR
 and run with FLASH_MLIR_CACHE_DIR=DIR on the GPU machine."""
 import os
@@ -62,10 +63,17 @@ def prebuild_all(cache_dir):
         print(name, flash_mlir.prebuild(c["q"], c["k"], c["v"], c["dtype"],
                                         cu_seqlens=(len(c["cu_q"]),), **c["kw"]))
     qs, ks, kw = ONE_SEQUENCE
-    print("one-sequence", flash_mlir.prebuild(qs, ks, ks, "bf16", cu_seqlens=(2,), **kw))
-    print("one-sequence", flash_mlir.prebuild((1, qs[1], qs[0], qs[2]), (1, ks[1], ks[0], ks[2]),
-                                              (1, ks[1], ks[0], ks[2]), "bf16", kernel="mma",
-                                              **kw))
+    for kernel in ONE_SEQUENCE_KERNELS:
+        print("one-sequence", flash_mlir.prebuild(qs, ks, ks, "bf16", cu_seqlens=(2,),
+                                                  kernel=kernel, **kw))
+        print("one-sequence", flash_mlir.prebuild(
+            (1, qs[1], qs[0], qs[2]), (1, ks[1], ks[0], ks[2]), (1, ks[1], ks[0], ks[2]),
+            "bf16", kernel=kernel, **kw))
+    for name in ("prefill-gqa4-causal", "clamped-offsets"):
+        c = CASES[name]
+        print(name, "mma", flash_mlir.prebuild(c["q"], c["k"], c["v"], c["dtype"],
+                                               cu_seqlens=(len(c["cu_q"]),), kernel="mma",
+                                               **c["kw"]))
 
 
 def _inputs(torch, c):
@@ -112,11 +120,13 @@ def _sdpa_error(torch, q, k, v, cq, ck, ref, causal=False, window=None, align="t
     return worst
 
 
-@pytest.mark.parametrize("name", list(CASES))
+@pytest.mark.parametrize("name", list(CASES) + ["prefill-gqa4-causal/mma",
+                                                "clamped-offsets/mma"])
 def test_matches_reference(name):
     torch = _cuda()
+    name, _, kernel = name.partition("/")
     c = CASES[name]
-    kw = c["kw"]
+    kw = dict(c["kw"], **({"kernel": kernel} if kernel else {}))
     q, k, v, cq, ck = _inputs(torch, c)
     out = torch.full(c["q"][:-1] + c["v"][-1:], 7.0, dtype=q.dtype, device="cuda")
     res = flash_mlir.attention(q, k, v, cu_seqlens_q=cq, cu_seqlens_k=ck, out=out, **kw)
@@ -144,9 +154,11 @@ def test_matches_reference(name):
 
 # One sequence is the contiguous op's work on the same kernel, in the same order.
 ONE_SEQUENCE = ((777, 8, 128), (1500, 2, 128), dict(causal=True, align="bottom_right"))
+ONE_SEQUENCE_KERNELS = ("wgmma", "mma")
 
 
-def test_one_sequence_is_bit_identical_to_contiguous():
+@pytest.mark.parametrize("kernel", ONE_SEQUENCE_KERNELS)
+def test_one_sequence_is_bit_identical_to_contiguous(kernel):
     torch = _cuda()
     (tq, hq, d), (tk, hkv, _), kw = ONE_SEQUENCE
     g = torch.Generator(device="cuda").manual_seed(int.from_bytes(os.urandom(4), "little"))
@@ -155,9 +167,10 @@ def test_one_sequence_is_bit_identical_to_contiguous():
     v = torch.randn(tk, hkv, d, device="cuda", dtype=torch.bfloat16, generator=g)
     cq = torch.tensor([0, tq], dtype=torch.int32, device="cuda")
     ck = torch.tensor([0, tk], dtype=torch.int32, device="cuda")
-    packed = flash_mlir.attention(q, k, v, cu_seqlens_q=cq, cu_seqlens_k=ck, **kw)
+    packed = flash_mlir.attention(q, k, v, cu_seqlens_q=cq, cu_seqlens_k=ck, kernel=kernel,
+                                  **kw)
     bhld = lambda x: x.transpose(0, 1).unsqueeze(0).contiguous()
-    contiguous = flash_mlir.attention(bhld(q), bhld(k), bhld(v), kernel="mma", **kw)
+    contiguous = flash_mlir.attention(bhld(q), bhld(k), bhld(v), kernel=kernel, **kw)
     torch.cuda.synchronize()
     assert torch.equal(packed, contiguous[0].transpose(0, 1))
 

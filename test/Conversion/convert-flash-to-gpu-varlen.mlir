@@ -1,36 +1,58 @@
-// A packed varlen batch on the GPU: flash.varlen_attention lowers to the
-// mma.sync kernel on [tokens, heads, D] memrefs. The grid holds
-// ceil(Tq / 64) + B query blocks (each sequence ends in at most one partial
-// block) by the query heads; a block scans the offsets for its sequence and
-// reads its rows at the sequence's token offsets.
+// A packed varlen batch on the GPU: flash.varlen_attention runs the prefill
+// kernels' tile program with another work decomposition. The grid holds
+// ceil(Tq / block rows) + B query blocks (each sequence ends in at most one
+// partial block) by the query heads; a block scans the offsets for its
+// sequence and reads its rows at the sequence's token offsets. kernel=auto
+// takes the wgmma kernel on sm_90a (TMA boxes rows x 1 x 64 of the packed
+// [tokens, heads, D] tensors), the mma.sync kernel otherwise.
 // RUN: flash-opt %s -split-input-file -convert-flash-to-gpu | FileCheck %s
-// RUN: not flash-opt %s -split-input-file -convert-flash-to-gpu="kernel=wgmma" 2>&1 | FileCheck %s --check-prefix=WGMMA
+// RUN: flash-opt %s -split-input-file -convert-flash-to-gpu="kernel=mma" | FileCheck %s --check-prefix=MMA
+// RUN: flash-opt %s -split-input-file -convert-flash-to-gpu="chip=sm_80" | FileCheck %s --check-prefix=MMA
+// RUN: not flash-opt %s -split-input-file -convert-flash-to-gpu="kernel=portable" 2>&1 | FileCheck %s --check-prefix=PORTABLE
 // RUN: not flash-opt %s -split-input-file -convert-flash-to-gpu="chip=sm_75" 2>&1 | FileCheck %s --check-prefix=OLDCHIP
 // RUN: env -u CUDA_HOME flash-opt %s -split-input-file --flash-gpu-pipeline="format=isa" 2>&1 | FileCheck %s --check-prefix=PTX
+// RUN: env -u CUDA_HOME flash-opt %s -split-input-file --flash-gpu-pipeline="format=isa kernel=mma" 2>&1 | FileCheck %s --check-prefix=PTXMMA
 
-// WGMMA: a packed varlen batch is run by the mma kernel only (kernel=auto or kernel=mma), got kernel=wgmma
+// PORTABLE: a packed varlen batch is run by the wgmma or the mma kernel (kernel=auto, wgmma or mma), got kernel=portable
 // OLDCHIP: the mma kernel needs sm_80 or newer
 
 // CHECK-LABEL: func.func @prefill_varlen
-// CHECK: %[[CUQ:.*]] = memref.cast %{{.*}} : memref<5xi32> to memref<?xi32>
 // CHECK: %[[B:.*]] = arith.maxsi %{{.*}}, %c0
-// CHECK: %[[BLK:.*]] = arith.ceildivsi %{{.*}}, %c64 : index
+// CHECK: nvgpu.tma.create.descriptor %{{.*}} box[%c128, %c1{{.*}}, %c64] : memref<*xbf16> -> <tensor = memref<128x1x64xbf16, 3>
+// CHECK: %[[BLK:.*]] = arith.ceildivsi %{{.*}}, %c128{{.*}} : index
 // CHECK: %[[GX:.*]] = arith.addi %[[BLK]], %[[B]] : index
-// CHECK: gpu.launch_func async [%{{.*}}] @flash_attention_0::@kernel blocks in (%[[GX]], {{.*}} args({{.*}} : memref<?x?x128xbf16>, {{.*}} : memref<?x?x128xbf16>, {{.*}} : memref<?x?x64xbf16>, {{.*}} : memref<?x?x64xbf16>, {{.*}} : memref<?x?xf32>, {{.*}} : index, {{.*}} : index, %[[CUQ]] : memref<?xi32>, {{.*}} : memref<?xi32>)
-// CHECK: gpu.func @kernel(%[[Q:.*]]: memref<?x?x128xbf16>, %[[K:.*]]: memref<?x?x128xbf16>, %{{.*}}: memref<?x?x64xbf16>, %[[O:.*]]: memref<?x?x64xbf16>, %[[L:.*]]: memref<?x?xf32>, %{{.*}}: index, %{{.*}}: index, %[[CQ:.*]]: memref<?xi32>, %[[CK:.*]]: memref<?xi32>)
+// CHECK: gpu.launch_func async [%{{.*}}] @flash_attention_0::@kernel blocks in (%[[GX]], {{.*}} args({{.*}} : !llvm.ptr, {{.*}} : !llvm.ptr, {{.*}} : !llvm.ptr, {{.*}} : !llvm.ptr, {{.*}} : !llvm.ptr, {{.*}} : index, {{.*}} : index, {{.*}} : index, {{.*}} : index, {{.*}} : memref<?xi32>, {{.*}} : memref<?xi32>)
+// CHECK: gpu.func @kernel({{.*}}, %[[CQ:.*]]: memref<?xi32>, %[[CK:.*]]: memref<?xi32>)
 // CHECK: %[[SCAN:.*]]:3 = scf.for {{.*}} iter_args(
 // CHECK:   memref.load %[[CQ]][
-// CHECK:   arith.ceildivsi %{{.*}}, %c64
 // CHECK: arith.cmpi sge, %[[SCAN]]#1, %c0
-// CHECK: cf.cond_br
-// CHECK: %[[Q0R:.*]] = memref.load %[[CQ]][%[[SCAN]]#1] : memref<?xi32>
+// CHECK: memref.load %[[CQ]][%[[SCAN]]#1] : memref<?xi32>
 // CHECK: memref.load %[[CK]][%[[SCAN]]#1] : memref<?xi32>
-// CHECK: memref.load %[[Q]][%{{.*}}, %{{.*}}, %{{.*}}] : memref<?x?x128xbf16>
-// CHECK: vector.load %[[K]][%{{.*}}, %{{.*}}, %{{.*}}] {{.*}}: memref<?x?x128xbf16>, vector<8xbf16>
-// CHECK: memref.store %{{.*}}, %[[O]][%{{.*}}, %{{.*}}, %{{.*}}] : memref<?x?x64xbf16>
-// CHECK: memref.store %{{.*}}, %[[L]][%{{.*}}, %{{.*}}] : memref<?x?xf32>
+// CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %{{.*}}, %{{.*}}, box[%c0_i32, %{{.*}}, %{{.*}}]
+
+// MMA-LABEL: func.func @prefill_varlen
+// MMA: %[[CUQ:.*]] = memref.cast %{{.*}} : memref<5xi32> to memref<?xi32>
+// MMA: %[[B:.*]] = arith.maxsi %{{.*}}, %c0
+// MMA: %[[BLK:.*]] = arith.ceildivsi %{{.*}}, %c64 : index
+// MMA: %[[GX:.*]] = arith.addi %[[BLK]], %[[B]] : index
+// MMA: gpu.launch_func async [%{{.*}}] @flash_attention_0::@kernel blocks in (%[[GX]], {{.*}} args({{.*}} : memref<?x?x128xbf16>, {{.*}} : memref<?x?x128xbf16>, {{.*}} : memref<?x?x64xbf16>, {{.*}} : memref<?x?x64xbf16>, {{.*}} : memref<?x?xf32>, {{.*}} : index, {{.*}} : index, %[[CUQ]] : memref<?xi32>, {{.*}} : memref<?xi32>)
+// MMA: gpu.func @kernel(%[[Q:.*]]: memref<?x?x128xbf16>, %[[K:.*]]: memref<?x?x128xbf16>, %{{.*}}: memref<?x?x64xbf16>, %[[O:.*]]: memref<?x?x64xbf16>, %[[L:.*]]: memref<?x?xf32>, %{{.*}}: index, %{{.*}}: index, %[[CQ:.*]]: memref<?xi32>, %[[CK:.*]]: memref<?xi32>)
+// MMA: %[[SCAN:.*]]:3 = scf.for {{.*}} iter_args(
+// MMA:   memref.load %[[CQ]][
+// MMA:   arith.ceildivsi %{{.*}}, %c64
+// MMA: arith.cmpi sge, %[[SCAN]]#1, %c0
+// MMA: cf.cond_br
+// MMA: memref.load %[[CQ]][%[[SCAN]]#1] : memref<?xi32>
+// MMA: memref.load %[[CK]][%[[SCAN]]#1] : memref<?xi32>
+// MMA: memref.load %[[Q]][%{{.*}}, %{{.*}}, %{{.*}}] : memref<?x?x128xbf16>
+// MMA: vector.load %[[K]][%{{.*}}, %{{.*}}, %{{.*}}] {{.*}}: memref<?x?x128xbf16>, vector<8xbf16>
+// MMA: memref.store %{{.*}}, %[[O]][%{{.*}}, %{{.*}}, %{{.*}}] : memref<?x?x64xbf16>
+// MMA: memref.store %{{.*}}, %[[L]][%{{.*}}, %{{.*}}] : memref<?x?xf32>
 // PTX-LABEL: .entry kernel(
-// PTX: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
+// PTX: cp.async.bulk.tensor.3d.shared::cluster.global
+// PTX: wgmma.mma_async.sync.aligned
+// PTXMMA-LABEL: .entry kernel(
+// PTXMMA: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
 func.func @prefill_varlen(%q: memref<100x8x128xbf16>, %k: memref<300x2x128xbf16>, %v: memref<300x2x64xbf16>, %o: memref<100x8x64xbf16>, %lse: memref<8x100xf32>, %cu_q: memref<5xi32>, %cu_k: memref<5xi32>) attributes {llvm.emit_c_interface} {
   %q_t = bufferization.to_tensor %q restrict : memref<100x8x128xbf16> to tensor<100x8x128xbf16>
   %k_t = bufferization.to_tensor %k restrict : memref<300x2x128xbf16> to tensor<300x2x128xbf16>

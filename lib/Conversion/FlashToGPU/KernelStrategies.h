@@ -69,6 +69,9 @@ struct KernelSpec {
   double scale = 1.0;
   Region *scoreMod = nullptr;           // not owned; cloned per element
   SmallVector<MemRefType> captureTypes; // memref twins of the captures
+  // flash.varlen_attention: Q, K, V, O packed [tokens, heads, D], LSE
+  // [heads, tokens]; each CTA finds its sequence (varlenSequenceBlock).
+  bool varlen = false;
   bool hasMask() const { return mask && !mask.isNone(); }
 };
 
@@ -169,7 +172,9 @@ ArrayRef<const KernelStrategy *> kernelStrategies();
 //===-- WgmmaKernel.cpp ----------------------------------------------------===//
 
 /// Kernel arguments, in order: tmaQ, tmaK, tmaV, out, [lse] (!llvm.ptr),
-/// lq, lk, hkv, batch sizes of Q (index), captures (memrefs).
+/// lq, lk, hkv, batch sizes of Q (index), captures (memrefs); for a varlen
+/// op lq and lk are the token counts, the one batch size the query heads,
+/// and the offsets (memref<?xi32>) follow.
 gpu::GPUFuncOp buildWgmmaKernel(OpBuilder &b, Location loc,
                                 gpu::GPUModuleOp module,
                                 const KernelConfig &cfg,
@@ -292,17 +297,34 @@ private:
   Builder build;
 };
 
-/// Whether the mma.sync kernel takes the varlen `op` on `chip` under
-/// `options`; otherwise `why` says why.
+//===-- VarlenLaunch.cpp: packed varlen batches ---------------------------===//
+
+/// Whether a kernel takes the varlen `op` on `chip` under `options` (wgmma
+/// on sm_90a for D, Dv in {64, 128}, else mma.sync; kernel= may name
+/// either); otherwise `why` says why.
 bool varlenAttentionSupported(VarlenAttentionOp op,
                               const GPUKernelOptions &options,
                               const ChipInfo &chip, std::string &why);
-/// Lowers a flash.varlen_attention with the mma.sync kernel, each block
-/// finding its sequence through the offsets, or emits why it cannot.
+/// Lowers a flash.varlen_attention with that kernel, each block finding its
+/// sequence through the offsets, or emits why it cannot.
 LogicalResult lowerVarlenAttention(RewriterBase &rewriter, VarlenAttentionOp op,
                                    const OperandBuffers &bufs,
                                    const GPUKernelOptions &options,
                                    const ChipInfo &chip);
+/// The mma.sync kernel's part (MmaKernel.cpp): its rule and its launch.
+bool mmaSupportsVarlen(VarlenAttentionOp op, const ChipInfo &chip,
+                       std::string &why);
+LogicalResult lowerVarlenToMmaLaunch(RewriterBase &rewriter,
+                                     VarlenAttentionOp op,
+                                     const OperandBuffers &bufs);
+/// The wgmma kernel's part (WgmmaLaunch.cpp).
+bool wgmmaSupportsVarlen(VarlenAttentionOp op, const ChipInfo &chip,
+                         std::string &why);
+LogicalResult lowerVarlenToWgmmaLaunch(RewriterBase &rewriter,
+                                       VarlenAttentionOp op,
+                                       const OperandBuffers &bufs,
+                                       const GPUKernelOptions &options,
+                                       const ChipInfo &chip);
 
 //===-- SplitKV*.cpp: decode ----------------------------------------------===//
 

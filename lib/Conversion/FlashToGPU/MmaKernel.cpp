@@ -267,16 +267,8 @@ public:
 };
 } // namespace
 
-bool gpu_lowering::varlenAttentionSupported(VarlenAttentionOp op,
-                                            const GPUKernelOptions &options,
-                                            const ChipInfo &chip,
-                                            std::string &why) {
-  if (options.kernel != "auto" && options.kernel != "mma") {
-    why = "a packed varlen batch is run by the mma kernel only (kernel=auto "
-          "or kernel=mma), got kernel=" +
-          options.kernel;
-    return false;
-  }
+bool gpu_lowering::mmaSupportsVarlen(VarlenAttentionOp op, const ChipInfo &chip,
+                                     std::string &why) {
   if (!chip.hasMmaSync()) {
     why = "the mma kernel needs sm_80 or newer";
     return false;
@@ -289,13 +281,13 @@ bool gpu_lowering::varlenAttentionSupported(VarlenAttentionOp op,
   return succeeded(memrefKernelSpec(op, why));
 }
 
-LogicalResult gpu_lowering::lowerVarlenAttention(
-    RewriterBase &rewriter, VarlenAttentionOp op, const OperandBuffers &bufs,
-    const GPUKernelOptions &options, const ChipInfo &chip) {
+LogicalResult gpu_lowering::lowerVarlenToMmaLaunch(RewriterBase &rewriter,
+                                                   VarlenAttentionOp op,
+                                                   const OperandBuffers &bufs) {
   std::string why;
-  if (!varlenAttentionSupported(op, options, chip, why))
-    return op.emitOpError("convert-flash-to-gpu: ") << why;
   FailureOr<MemrefKernelSpec> spec = memrefKernelSpec(op, why);
+  if (failed(spec))
+    return op.emitOpError("convert-flash-to-gpu: ") << why;
   return lowerToMemrefLaunch(rewriter, op, bufs, *spec, kRowsPerBlock,
                              32 * kWarps, buildMmaKernel);
 }

@@ -41,6 +41,9 @@ struct KernelEnv {
   Value lq, lk, hkv;
   SmallVector<Value> batchSizes, captures;
   Value tid, bh, kvbh, q0;
+  // A varlen batch: the sequence's first query and key token, and the token
+  // count (lq, lk are the sequence's own lengths then).
+  Value qOff, kOff, tq;
   Value tBegin, tEnd;
   Value tiles; // 1024-aligned shared-memory base (!llvm.ptr<3>)
   SmallVector<Value> batchIdx; // bh delinearised over the query batch dims
@@ -69,12 +72,19 @@ static void buildProducer(ImplicitLocOpBuilder &b, KernelEnv &env) {
 
   Value qFull = smemOffset(b, env.tiles, L.qFullOff());
   mbarArriveExpectTx(b, qFull, L.qBytes);
-  Value bhI = toI32(b, env.bh), q0I = toI32(b, env.q0);
+  // Coordinates innermost first: (column, row, batch·head) of the
+  // [batch·heads, L, D] views, (column, head, token) of a packed batch.
+  auto coords = [&](int64_t col, Value row, Value head, Value off) {
+    if (!spec.varlen)
+      return SmallVector<Value, 3>{constI32(b, col), toI32(b, row),
+                                   toI32(b, head)};
+    return SmallVector<Value, 3>{constI32(b, col), toI32(b, head),
+                                 toI32(b, idxAdd(b, off, row))};
+  };
   for (int64_t p = 0; p < spec.headDim / 64; ++p)
     tmaLoad(b, smemOffset(b, env.tiles, p * cfg.blockM * 128), env.tmaQ,
-            {constI32(b, 64 * p), q0I, bhI}, qFull);
+            coords(64 * p, env.q0, env.bh, env.qOff), qFull);
 
-  Value kvbhI = toI32(b, env.kvbh);
   auto loop = scf::ForOp::create(b, env.tBegin, env.tEnd, constIdx(b, 1));
   OpBuilder::InsertionGuard g(b);
   b.setInsertionPointToStart(loop.getBody());
@@ -101,13 +111,13 @@ static void buildProducer(ImplicitLocOpBuilder &b, KernelEnv &env) {
   Value kBase =
       smemOffset(b, env.tiles, stageOffset(b, env, s, L.stageBytes, L.kOff(0)));
   Value vBase = smemOffset(b, kBase, L.kBytes);
-  Value row = toI32(b, idxMul(b, t, cfg.blockN));
+  Value row = idxMul(b, t, cfg.blockN);
   for (int64_t p = 0; p < spec.headDim / 64; ++p)
     tmaLoad(b, smemOffset(b, kBase, p * cfg.blockN * 128), env.tmaK,
-            {constI32(b, 64 * p), row, kvbhI}, full);
+            coords(64 * p, row, env.kvbh, env.kOff), full);
   for (int64_t p = 0; p < spec.valueDim / 64; ++p)
     tmaLoad(b, smemOffset(b, vBase, p * cfg.blockN * 128), env.tmaV,
-            {constI32(b, 64 * p), row, kvbhI}, full);
+            coords(64 * p, row, env.kvbh, env.kOff), full);
 }
 
 namespace {
@@ -571,14 +581,25 @@ void WgmmaConsumer::storeEpilogue(const TileLoopState &fin) {
   auto ptrTy = LLVM::LLVMPointerType::get(ctx);
   auto pairTy = VectorType::get({2}, elem);
   int64_t eltBytes = elem.getIntOrFloatBitWidth() / 8;
-  Value rowBase = arith::MulIOp::create(b, env.bh, env.lq); // bh·Lq + row
   for (int h = 0; h < 2; ++h) {
     Value inRange =
         arith::CmpIOp::create(b, arith::CmpIPredicate::slt, rows[h], env.lq);
     auto ifRow = scf::IfOp::create(b, inRange, /*withElse=*/false);
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(ifRow.thenBlock());
-    Value flatRow = idxAdd(b, rowBase, rows[h]);
+    // O's row: bh·Lq + row of [batch·heads, Lq, Dv], or (token)·H + head of
+    // a packed [tokens, heads, Dv]; the LSE's: bh·Lq + row, or head·Tq +
+    // token.
+    Value flatRow, lseRow;
+    if (spec.varlen) {
+      Value token = idxAdd(b, env.qOff, rows[h]);
+      flatRow = idxAdd(b, arith::MulIOp::create(b, token, env.batchSizes[0]),
+                       env.bh);
+      lseRow = idxAdd(b, arith::MulIOp::create(b, env.bh, env.tq), token);
+    } else {
+      flatRow = idxAdd(b, arith::MulIOp::create(b, env.bh, env.lq), rows[h]);
+      lseRow = flatRow;
+    }
     Value rowOff = idxAdd(b, idxMul(b, flatRow, Dv), laneCol);
     // Column pairs (c, c+1) of the row half are adjacent accumulator
     // elements: one 2-element store each.
@@ -607,7 +628,7 @@ void WgmmaConsumer::storeEpilogue(const TileLoopState &fin) {
       OpBuilder::InsertionGuard g2(b);
       b.setInsertionPointToStart(ifQ.thenBlock());
       Value ptr = LLVM::GEPOp::create(b, ptrTy, b.getF32Type(), env.lsePtr,
-                                      ValueRange{toI64(b, flatRow)});
+                                      ValueRange{toI64(b, lseRow)});
       LLVM::StoreOp::create(b, row[h].lse, ptr, /*alignment=*/4);
     }
   }
@@ -643,6 +664,8 @@ gpu::GPUFuncOp gpu_lowering::buildWgmmaKernel(OpBuilder &ob, Location loc,
   argTypes.append(3 + spec.numBatchDims, idx);
   for (MemRefType t : spec.captureTypes)
     argTypes.push_back(t);
+  if (spec.varlen)
+    argTypes.append(2, MemRefType::get({ShapedType::kDynamic}, b.getI32Type()));
   auto fn = gpu::GPUFuncOp::create(b, "kernel",
                                    FunctionType::get(ctx, argTypes, {}));
   fn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
@@ -670,6 +693,11 @@ gpu::GPUFuncOp gpu_lowering::buildWgmmaKernel(OpBuilder &ob, Location loc,
     env.batchSizes.push_back(entry.getArgument(a++));
   for (size_t k = 0; k < spec.captureTypes.size(); ++k)
     env.captures.push_back(entry.getArgument(a++));
+  Value cuq, cuk;
+  if (spec.varlen) {
+    cuq = entry.getArgument(a++);
+    cuk = entry.getArgument(a++);
+  }
 
   env.tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
   Value qBlock = gpu::BlockIdOp::create(b, gpu::Dimension::x);
@@ -681,6 +709,18 @@ gpu::GPUFuncOp gpu_lowering::buildWgmmaKernel(OpBuilder &ob, Location loc,
         b, arith::SubIOp::create(b, nq, constIdx(b, 1)), qBlock);
   }
   env.bh = batchHeadBlock(b, product(b, env.batchSizes));
+  if (spec.varlen) {
+    // The block's sequence: its lengths replace the token counts, its
+    // first tokens offset every row.
+    env.tq = env.lq;
+    SequenceBlock w =
+        varlenSequenceBlock(b, cuq, cuk, env.lq, env.lk, qBlock, cfg.blockM);
+    qBlock = w.block;
+    env.lq = w.lq;
+    env.lk = w.lk;
+    env.qOff = w.q0;
+    env.kOff = w.k0;
+  }
   env.q0 = idxMul(b, qBlock, cfg.blockM);
 
   HeadIndices heads = headIndices(b, env.bh, env.batchSizes, env.hkv,

@@ -17,14 +17,20 @@ using namespace mlir;
 using namespace mlir::flash;
 using namespace mlir::flash::gpu_lowering;
 
-/// A TMA descriptor (device pointer) for boxes of `rows` x 64 elements.
-static Value makeTma(ImplicitLocOpBuilder &b, Value m3, int64_t rows) {
+/// A TMA descriptor (device pointer) for boxes of `rows` x 64 elements: of
+/// [batch·heads, L, D] (box 1 x rows x 64), or with `packed` of a varlen
+/// batch's [tokens, heads, D] (box rows x 1 x 64: the same rows x 64 tile in
+/// shared memory).
+static Value makeTma(ImplicitLocOpBuilder &b, Value m3, int64_t rows,
+                     bool packed = false) {
   MLIRContext *ctx = b.getContext();
   auto t = cast<MemRefType>(m3.getType());
   Type elem = t.getElementType();
   Value unranked = memref::CastOp::create(
       b, UnrankedMemRefType::get(elem, Attribute()), m3);
-  auto box = MemRefType::get({1, rows, 64}, elem, MemRefLayoutAttrInterface(),
+  SmallVector<int64_t> boxShape =
+      packed ? SmallVector<int64_t>{rows, 1, 64} : SmallVector<int64_t>{1, rows, 64};
+  auto box = MemRefType::get(boxShape, elem, MemRefLayoutAttrInterface(),
                              b.getI64IntegerAttr(3));
   auto descTy = nvgpu::TensorMapDescriptorType::get(
       ctx, box, nvgpu::TensorMapSwizzleKind::SWIZZLE_128B,
@@ -33,7 +39,8 @@ static Value makeTma(ImplicitLocOpBuilder &b, Value m3, int64_t rows) {
       nvgpu::TensorMapInterleaveKind::INTERLEAVE_NONE);
   Value desc = nvgpu::TmaCreateDescriptorOp::create(
       b, descTy, unranked,
-      ValueRange{constIdx(b, 1), constIdx(b, rows), constIdx(b, 64)});
+      ValueRange{constIdx(b, boxShape[0]), constIdx(b, boxShape[1]),
+                 constIdx(b, 64)});
   // Kernels cannot take the descriptor type itself; pass the pointer.
   return UnrealizedConversionCastOp::create(
              b, TypeRange{LLVM::LLVMPointerType::get(ctx)}, ValueRange{desc})
@@ -48,29 +55,43 @@ static Value dataPointer(ImplicitLocOpBuilder &b, Value m) {
 
 static bool isSupportedHeadDim(int64_t d) { return d == 64 || d == 128; }
 
+/// The element-type and head-dim rule of the wgmma kernel.
+static bool wgmmaTypesSupported(Type q, Type k, Type v, Type o, int64_t d,
+                                int64_t dv, std::string &why) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  if (!q.isBF16() && !q.isF16()) {
+    os << "element type '" << q << "' is not supported (bf16 or f16)";
+    why = s;
+    return false;
+  }
+  if (k != q || v != q || o != q) {
+    why = "query, key, value and output must share one element type";
+    return false;
+  }
+  if (!isSupportedHeadDim(d) || !isSupportedHeadDim(dv)) {
+    os << "head dims must be 64 or 128, got D = " << d << ", Dv = " << dv;
+    why = s;
+    return false;
+  }
+  return true;
+}
+
 static bool wgmmaKernelSupports(AttentionOp op, std::string &why) {
   auto fail = [&](const Twine &msg) {
     why = msg.str();
     return false;
   };
   int64_t nb = op.getNumBatchDims();
-  Type elem = op.getQueryType().getElementType();
   std::string s;
   llvm::raw_string_ostream os(s);
-  if (!elem.isBF16() && !elem.isF16()) {
-    os << "element type '" << elem << "' is not supported (bf16 or f16)";
-    return fail(s);
-  }
-  if (op.getKeyType().getElementType() != elem ||
-      op.getValueType().getElementType() != elem ||
-      op.getOutputType().getElementType() != elem)
-    return fail("query, key, value and output must share one element type");
-  int64_t d = op.getQueryType().getDimSize(nb + 1);
-  int64_t dv = op.getValueType().getDimSize(nb + 1);
-  if (!isSupportedHeadDim(d) || !isSupportedHeadDim(dv)) {
-    os << "head dims must be 64 or 128, got D = " << d << ", Dv = " << dv;
-    return fail(s);
-  }
+  if (!wgmmaTypesSupported(op.getQueryType().getElementType(),
+                           op.getKeyType().getElementType(),
+                           op.getValueType().getElementType(),
+                           op.getOutputType().getElementType(),
+                           op.getQueryType().getDimSize(nb + 1),
+                           op.getValueType().getDimSize(nb + 1), why))
+    return false;
   // TMA coordinates are 32-bit signed: the batch·head index and the row of
   // Q, K and V must stay below 2^31. A dynamic size cannot get there on a
   // card (2^31 rows of at least 128 B are 256 GB); a static one is refused
@@ -185,6 +206,113 @@ static LogicalResult lowerToWgmmaLaunch(RewriterBase &rewriter, AttentionOp op,
                    stream);
   }
 
+  replaceWithDestinations(rewriter, op, bufs);
+  return success();
+}
+
+bool gpu_lowering::wgmmaSupportsVarlen(VarlenAttentionOp op,
+                                       const ChipInfo &chip,
+                                       std::string &why) {
+  if (!chip.hasWgmma()) {
+    why = "the wgmma kernel needs chip sm_90a";
+    return false;
+  }
+  RankedTensorType q = op.getQueryType(), k = op.getKeyType();
+  if (!wgmmaTypesSupported(q.getElementType(), k.getElementType(),
+                           op.getValueType().getElementType(),
+                           op.getOutputType().getElementType(), q.getDimSize(2),
+                           op.getValueType().getDimSize(2), why))
+    return false;
+  // TMA coordinates are 32-bit signed (as wgmmaKernelSupports says).
+  constexpr int64_t kTmaCoordLimit = int64_t(1) << 31;
+  for (RankedTensorType t : {q, k})
+    for (int64_t d = 0; d < 2; ++d)
+      if (!ShapedType::isDynamic(t.getDimSize(d)) &&
+          t.getDimSize(d) >= kTmaCoordLimit) {
+        why = "the wgmma kernel's TMA coordinates are 32-bit: a packed "
+              "batch of 2^31 tokens or heads or more";
+        return false;
+      }
+  return true;
+}
+
+LogicalResult gpu_lowering::lowerVarlenToWgmmaLaunch(
+    RewriterBase &rewriter, VarlenAttentionOp op, const OperandBuffers &bufs,
+    const GPUKernelOptions &options, const ChipInfo &chip) {
+  Location loc = op.getLoc();
+  Value stream = streamArgument(op);
+  KernelSpec spec;
+  spec.elemType = op.getQueryType().getElementType();
+  spec.headDim = op.getQueryType().getDimSize(2);
+  spec.valueDim = op.getValueType().getDimSize(2);
+  spec.numBatchDims = 1;
+  spec.mask = op.getMaskOrNone();
+  spec.hasLse = op.hasLse();
+  spec.scale = op.getScale().convertToDouble();
+  spec.varlen = true;
+  KernelConfig cfg = resolveWgmmaConfig(options, chip, spec);
+
+  OpBuilder::InsertionGuard guard(rewriter);
+  gpu::GPUModuleOp gmod = newKernelModule(rewriter, op);
+  gpu::GPUFuncOp kernel = buildWgmmaKernel(rewriter, loc, gmod, cfg, spec);
+
+  rewriter.setInsertionPoint(op);
+  ImplicitLocOpBuilder b(loc, rewriter);
+  Value tq = memref::DimOp::create(b, bufs.q, 0);
+  Value tk = memref::DimOp::create(b, bufs.k, 0);
+  Value hq = memref::DimOp::create(b, bufs.q, 1);
+  Value hkv = memref::DimOp::create(b, bufs.k, 1);
+  Value sequences = arith::MaxSIOp::create(
+      b,
+      arith::SubIOp::create(b, memref::DimOp::create(b, bufs.cuSeqlensQ, 0),
+                            constIdx(b, 1)),
+      constIdx(b, 0));
+  Value zero = constIdx(b, 0);
+  Value nonEmpty = arith::AndIOp::create(
+      b, arith::CmpIOp::create(b, arith::CmpIPredicate::sgt, tq, zero),
+      arith::CmpIOp::create(b, arith::CmpIPredicate::sgt, hq, zero));
+  auto ifLaunch = scf::IfOp::create(b, nonEmpty, /*withElse=*/false);
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(ifLaunch.thenBlock());
+    auto dynamic3 = [&](Value m) {
+      auto t = cast<MemRefType>(m.getType());
+      return memref::CastOp::create(
+                 b,
+                 MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic,
+                                  t.getDimSize(2)},
+                                 t.getElementType()),
+                 m)
+          .getResult();
+    };
+    auto dynamic1 = [&](Value m) {
+      return memref::CastOp::create(
+                 b, MemRefType::get({ShapedType::kDynamic}, b.getI32Type()), m)
+          .getResult();
+    };
+    // No key token at all: TMA needs a non-empty tensor, so K and V are
+    // described by Q and O (never read: every sequence has Lk = 0).
+    Value noKeys = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, tk, zero);
+    Value k3 = arith::SelectOp::create(b, noKeys, dynamic3(bufs.q),
+                                       dynamic3(bufs.k));
+    Value v3 = arith::SelectOp::create(b, noKeys, dynamic3(bufs.out),
+                                       dynamic3(bufs.v));
+    SmallVector<Value> args = {
+        makeTma(b, bufs.q, cfg.blockM, /*packed=*/true),
+        makeTma(b, k3, cfg.blockN, /*packed=*/true),
+        makeTma(b, v3, cfg.blockN, /*packed=*/true), dataPointer(b, bufs.out)};
+    if (bufs.lse)
+      args.push_back(dataPointer(b, bufs.lse));
+    args.append({tq, tk, hkv, hq, dynamic1(bufs.cuSeqlensQ),
+                 dynamic1(bufs.cuSeqlensK)});
+    // Each sequence ends in at most one partial block.
+    Value gx = arith::AddIOp::create(
+        b, arith::CeilDivSIOp::create(b, tq, constIdx(b, cfg.blockM)),
+        sequences);
+    SmemLayout layout(cfg, spec);
+    launchOnStream(b, kernel, gx, hq, cfg.threads(), layout.total, args,
+                   stream);
+  }
   replaceWithDestinations(rewriter, op, bufs);
   return success();
 }
