@@ -146,6 +146,15 @@ def _run_cases():
     cases.append(("portable-sm80-ptx", (1, 4, 128, 64), (1, 4, 190, 64), (1, 4, 190, 64),
                   "bfloat16", {"chip": "sm_80", "features": "+ptx70", "format": "isa",
                                "kernel": "portable"}))
+    # The wgmma kernel past D = 128: 192 and 256 (a smaller key tile), Dv != D.
+    cases.append(("wgmma-d256-causal", (2, 4, 333, 256), (2, 4, 333, 256), (2, 4, 333, 256),
+                  "bfloat16", {"causal": True, "return_lse": True}))
+    cases.append(("wgmma-d256-f16-gqa-br", (1, 8, 100, 256), (1, 2, 517, 256),
+                  (1, 2, 517, 256), "float16", {"causal": True, "align": "bottom_right"}))
+    cases.append(("wgmma-d192-dv128-window", (2, 4, 300, 192), (2, 4, 401, 192),
+                  (2, 4, 401, 128), "bfloat16", {"window": 100, "kernel": "wgmma"}))
+    cases.append(("wgmma-d128-dv256", (1, 4, 257, 128), (1, 4, 300, 128), (1, 4, 300, 256),
+                  "bfloat16", {"kernel": "wgmma"}))
     # The mma.sync kernel: head dims the wgmma kernel does not take (kernel=auto
     # picks it), Dv != D, f16 at D = 256, and PTX for sm_80.
     cases.append(("mma-d96-gqa-lse", (2, 8, 300, 96), (2, 2, 333, 96), (2, 2, 333, 96),

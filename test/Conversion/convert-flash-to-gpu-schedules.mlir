@@ -71,7 +71,7 @@
 // ONE-NOT: nvvm.barrier
 // ONE: gpu.return
 
-// STAGES: convert-flash-to-gpu: need block-m = 64 * warpgroups (0: automatic), block-n a multiple of 16 in [16, 256], stages >= 1 (>= 3 with overlap or defer-pv; 0: automatic), defer-pv in {-1, 0, 1}, and overlap without defer-pv or pingpong
+// STAGES: convert-flash-to-gpu: need block-m = 64 * warpgroups (0: automatic), block-n a multiple of 16 in [16, 256] (0: automatic), stages >= 1 (>= 3 with overlap or defer-pv; 0: automatic), defer-pv in {-1, 0, 1}, and overlap without defer-pv or pingpong
 
 // PTX-LABEL: gpu.binary @flash_attention_0
 // PTX-DAG: bar.arrive

@@ -79,12 +79,14 @@ LogicalResult gpu_lowering::verifyKernelOptions(const GPUKernelOptions &o,
   }
   if (o.blockM < 0 || o.warpgroups < 0 || o.ctasPerSM < 0 ||
       (o.blockM > 0 && o.warpgroups > 0 && o.blockM != 64 * o.warpgroups) ||
-      o.blockN < 16 || o.blockN > 256 || o.blockN % 16 != 0 || o.stages < 0 ||
+      (o.blockN != 0 && (o.blockN < 16 || o.blockN > 256 ||
+                         o.blockN % 16 != 0)) ||
+      o.stages < 0 ||
       o.deferPV < -1 || o.deferPV > 1 ||
       ((o.overlap || o.deferPV == 1) && o.stages > 0 && o.stages < 3) ||
       (o.overlap && (o.deferPV == 1 || o.pingpong))) {
     os << "need block-m = 64 * warpgroups (0: automatic), block-n a multiple "
-          "of 16 in [16, 256], stages >= 1 (>= 3 with overlap or defer-pv; 0: "
+          "of 16 in [16, 256] (0: automatic), stages >= 1 (>= 3 with overlap or defer-pv; 0: "
           "automatic), defer-pv in {-1, 0, 1}, and overlap without defer-pv "
           "or pingpong";
     return failure();
@@ -131,6 +133,19 @@ KernelConfig gpu_lowering::resolveWgmmaConfig(const GPUKernelOptions &o,
                : structuredMask || scoreMod ? 64
                                             : 192;
   cfg.consumerWarpgroups = o.warpgroups ? o.warpgroups : cfg.blockM / 64;
+  if (cfg.blockN == 0) {
+    // D or Dv past 128 (192, 256): Q and two stages of 128-key K/V tiles no
+    // longer fit in shared memory, so the tile shrinks until they do
+    // (FlashAttention-3 takes 80 keys at D = 256).
+    cfg.blockN = 128;
+    while (std::max(d, dv) > 128 && cfg.blockN > 16) {
+      KernelConfig two = cfg;
+      two.stages = 2;
+      if (SmemLayout(two, spec).total <= chip.maxDynamicSmemPerBlock)
+        break;
+      cfg.blockN -= 16;
+    }
+  }
   cfg.ctasPerSM = o.ctasPerSM ? o.ctasPerSM
                               : cfg.consumerWarpgroups == 1 ? 2 : 1;
   if (cfg.consumerRegs > 0 && cfg.producerRegs > 0) {

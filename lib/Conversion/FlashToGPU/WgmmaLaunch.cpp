@@ -47,13 +47,34 @@ static Value makeTma(ImplicitLocOpBuilder &b, Value m3, int64_t rows,
       .getResult(0);
 }
 
+/// The configuration's shared memory (Q and the K/V ring) fits what one CTA
+/// may request on `chip`, or an error naming the options that decide it.
+static LogicalResult checkSharedMemory(Operation *op, const KernelConfig &cfg,
+                                       const KernelSpec &spec,
+                                       const ChipInfo &chip) {
+  int64_t total = SmemLayout(cfg, spec).total;
+  if (total <= chip.maxDynamicSmemPerBlock)
+    return success();
+  return op->emitOpError("convert-flash-to-gpu: the wgmma kernel's shared "
+                         "memory (Q of ")
+         << cfg.blockM << " rows, " << cfg.stages << " stages of " << cfg.blockN
+         << "-key K/V tiles at D = " << spec.headDim
+         << ", Dv = " << spec.valueDim << ") is " << total
+         << " bytes, more than the " << chip.maxDynamicSmemPerBlock
+         << " a CTA may have: lower block-n, block-m or stages";
+}
+
 static Value dataPointer(ImplicitLocOpBuilder &b, Value m) {
   Value p = memref::ExtractAlignedPointerAsIndexOp::create(b, m);
   return LLVM::IntToPtrOp::create(b, LLVM::LLVMPointerType::get(b.getContext()),
                                   toI64(b, p));
 }
 
-static bool isSupportedHeadDim(int64_t d) { return d == 64 || d == 128; }
+/// Head dims are whole 64-column panels (the 128-byte swizzle atom), up to
+/// 256 (the largest wgmma N for PV).
+static bool isSupportedHeadDim(int64_t d) {
+  return d >= 64 && d <= 256 && d % 64 == 0;
+}
 
 /// The element-type and head-dim rule of the wgmma kernel.
 static bool wgmmaTypesSupported(Type q, Type k, Type v, Type o, int64_t d,
@@ -70,7 +91,8 @@ static bool wgmmaTypesSupported(Type q, Type k, Type v, Type o, int64_t d,
     return false;
   }
   if (!isSupportedHeadDim(d) || !isSupportedHeadDim(dv)) {
-    os << "head dims must be 64 or 128, got D = " << d << ", Dv = " << dv;
+    os << "head dims must be 64, 128, 192 or 256, got D = " << d
+       << ", Dv = " << dv;
     why = s;
     return false;
   }
@@ -143,6 +165,8 @@ static LogicalResult lowerToWgmmaLaunch(RewriterBase &rewriter, AttentionOp op,
     spec.captureTypes.push_back(cast<MemRefType>(c.getType()));
 
   KernelConfig cfg = resolveWgmmaConfig(options, chip, spec);
+  if (failed(checkSharedMemory(op, cfg, spec, chip)))
+    return failure();
 
   OpBuilder::InsertionGuard guard(rewriter);
   gpu::GPUModuleOp gmod = newKernelModule(rewriter, op);
@@ -251,6 +275,8 @@ LogicalResult gpu_lowering::lowerVarlenToWgmmaLaunch(
   spec.scale = op.getScale().convertToDouble();
   spec.varlen = true;
   KernelConfig cfg = resolveWgmmaConfig(options, chip, spec);
+  if (failed(checkSharedMemory(op, cfg, spec, chip)))
+    return failure();
 
   OpBuilder::InsertionGuard guard(rewriter);
   gpu::GPUModuleOp gmod = newKernelModule(rewriter, op);
