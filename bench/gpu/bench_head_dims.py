@@ -1,8 +1,8 @@
 """Head dims beyond 128: flash_mlir.attention on torch CUDA tensors (bf16, static shapes,
 kernels from the prebuilt cache) at D = Dv ∈ {64, 96, 128, 192, 256} and D = 192 / Dv = 128,
 beside torch SDPA restricted to cuDNN and to FlashAttention-2 in the same process. kernel=auto
-takes the wgmma kernel for whole 64-column panels (64, 128, 192, 256) and the mma.sync kernel
-for 96; "ours[mma]" forces mma.sync, and VARIANTS are other key tiles of the wgmma kernel.
+takes the wgmma kernel for every head dim (tiles padded to 64-column panels, 96 as 128);
+"ours[mma]" forces mma.sync, and VARIANTS are other key tiles of the wgmma kernel.
 B·N = 16k tokens, 16 heads; TFLOP/s = 2·B·H·N²·(D + Dv), halved when causal; kernel µs from
 torch.profiler, call µs from CUDA events around one call.
 

@@ -43,6 +43,8 @@ CASES = {
     "wgmma-bias": _c((2, 4, 63, 64), (2, 4, 65, 64), (2, 4, 65, 64), kernel="wgmma",
                      bias=(4, 63, 65)),
     # mma.sync (sm_80+)
+    "wgmma-d96-dv40-padded": _c((2, 4, 65, 96), (2, 2, 130, 96), (2, 2, 130, 40),
+                                kernel="wgmma", causal=True, return_lse=True),
     "mma-d96-causal-l65": _c((2, 4, 65, 96), (2, 2, 65, 96), (2, 2, 65, 64), kernel="mma",
                              causal=True, return_lse=True),
     "mma-d256-window-l63": _c((1, 2, 63, 256), (1, 2, 63, 256), (1, 2, 63, 256),

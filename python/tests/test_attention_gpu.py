@@ -153,12 +153,21 @@ def _run_cases():
                   (1, 2, 517, 256), "float16", {"causal": True, "align": "bottom_right"}))
     cases.append(("wgmma-d192-dv128-window", (2, 4, 300, 192), (2, 4, 401, 192),
                   (2, 4, 401, 128), "bfloat16", {"window": 100, "kernel": "wgmma"}))
+    # Head dims that are not whole 64-column panels: the tiles are padded and
+    # TMA fills the columns past D with zeros (kernel=auto takes wgmma).
+    cases.append(("wgmma-d96-gqa-lse", (2, 8, 300, 96), (2, 2, 333, 96), (2, 2, 333, 96),
+                  "bfloat16", {"causal": True, "align": "bottom_right", "return_lse": True}))
+    cases.append(("wgmma-d40-dv24-window", (2, 4, 257, 40), (2, 4, 190, 40), (2, 4, 190, 24),
+                  "float16", {"window": 37}))
+    cases.append(("wgmma-d80-dv152", (1, 4, 130, 80), (1, 4, 300, 80), (1, 4, 300, 152),
+                  "bfloat16", {"causal": True, "align": "bottom_right"}))
     cases.append(("wgmma-d128-dv256", (1, 4, 257, 128), (1, 4, 300, 128), (1, 4, 300, 256),
                   "bfloat16", {"kernel": "wgmma"}))
-    # The mma.sync kernel: head dims the wgmma kernel does not take (kernel=auto
-    # picks it), Dv != D, f16 at D = 256, and PTX for sm_80.
+    # The mma.sync kernel (forced: on sm_90a kernel=auto takes wgmma for every
+    # head dim up to 256): Dv != D, f16 at D = 256, and PTX for sm_80.
     cases.append(("mma-d96-gqa-lse", (2, 8, 300, 96), (2, 2, 333, 96), (2, 2, 333, 96),
-                  "bfloat16", {"causal": True, "align": "bottom_right", "return_lse": True}))
+                  "bfloat16", {"causal": True, "align": "bottom_right", "return_lse": True,
+                               "kernel": "mma"}))
     cases.append(("mma-d256-f16", (1, 4, 200, 256), (1, 4, 260, 256), (1, 4, 260, 256),
                   "float16", {"kernel": "mma"}))
     cases.append(("mma-d64-dv40-window", (2, 4, 257, 64), (2, 4, 190, 64), (2, 4, 190, 40),
@@ -305,7 +314,7 @@ SCORE_MOD_FN_CASES = {
                                    ((qs[2], ks[2]), "bool", "mask")])
     for name, qs, ks, vs, dtype in [
         ("fn-wgmma-d128", (2, 8, 200, 128), (2, 2, 333, 128), (2, 2, 333, 128), "bfloat16"),
-        ("fn-mma-d96-f16", (2, 4, 65, 96), (2, 4, 129, 96), (2, 4, 129, 64), "float16"),
+        ("fn-wgmma-d96-f16", (2, 4, 65, 96), (2, 4, 129, 96), (2, 4, 129, 64), "float16"),
         ("fn-splitkv-decode", (2, 16, 1, 128), (2, 4, 3000, 128), (2, 4, 3000, 128),
          "bfloat16"),
     ]}

@@ -98,6 +98,8 @@ GPU_CASES = {
                          dict(kernel="wgmma", causal=True, return_lse=True)),
     "wgmma-d128-window": ((2, 4, 65, 128), (2, 4, 65, 128), (2, 4, 65, 128), "float16",
                           dict(kernel="wgmma", window=20)),
+    "wgmma-d96-padded": ((2, 4, 63, 96), (2, 2, 99, 96), (2, 2, 99, 64), "bfloat16",
+                         dict(kernel="wgmma", causal=True, return_lse=True)),
     "mma-d96": ((2, 4, 63, 96), (2, 2, 99, 96), (2, 2, 99, 64), "bfloat16",
                 dict(kernel="mma", return_lse=True)),
     "portable-f32-causal-br": ((2, 2, 40, 24), (2, 2, 57, 24), (2, 2, 57, 16), "float32",

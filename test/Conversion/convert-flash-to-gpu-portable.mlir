@@ -7,7 +7,7 @@
 // RUN: not flash-opt %s -split-input-file -convert-flash-to-gpu="chip=gfx942" 2>&1 | FileCheck %s --check-prefix=BADCHIP
 // RUN: not flash-opt %s -split-input-file -convert-flash-to-gpu="kernel=fast" 2>&1 | FileCheck %s --check-prefix=BADKERNEL
 
-// WGMMA: error: 'flash.attention' op convert-flash-to-gpu: head dims must be 64, 128, 192 or 256, got D = 96, Dv = 36
+// WGMMA: error: 'flash.attention' op convert-flash-to-gpu: head dims must be multiples of 8 up to 256, got D = 96, Dv = 36
 // WGMMA: error: 'flash.attention' op convert-flash-to-gpu: element type 'f32' is not supported (bf16 or f16)
 // NOWGMMA: the wgmma kernel needs chip sm_90a, got 'sm_80'
 // BADCHIP: chip 'gfx942' is not an NVIDIA chip this lowering knows

@@ -96,9 +96,9 @@ LogicalResult gpu_lowering::verifyKernelOptions(const GPUKernelOptions &o,
 
 SmemLayout::SmemLayout(const KernelConfig &cfg, const KernelSpec &spec) {
   int64_t elt = spec.elemType.getIntOrFloatBitWidth() / 8;
-  qBytes = cfg.blockM * spec.headDim * elt;
-  kBytes = cfg.blockN * spec.headDim * elt;
-  vBytes = cfg.blockN * spec.valueDim * elt;
+  qBytes = cfg.blockM * spec.panelD() * elt;
+  kBytes = cfg.blockN * spec.panelD() * elt;
+  vBytes = cfg.blockN * spec.panelDv() * elt;
   stageBytes = kBytes + vBytes;
   barOff = qBytes + cfg.stages * stageBytes;
   total = 1024 + barOff + 8 * (1 + 2 * cfg.stages);
@@ -117,7 +117,7 @@ SmemLayout::SmemLayout(const KernelConfig &cfg, const KernelSpec &spec) {
 KernelConfig gpu_lowering::resolveWgmmaConfig(const GPUKernelOptions &o,
                                               const ChipInfo &chip,
                                               const KernelSpec &spec) {
-  int64_t d = spec.headDim, dv = spec.valueDim;
+  int64_t d = spec.panelD(), dv = spec.panelDv();
   bool structuredMask = spec.hasMask(), scoreMod = spec.scoreMod != nullptr;
   KernelConfig cfg;
   cfg.blockN = o.blockN;

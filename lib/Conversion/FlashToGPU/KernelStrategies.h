@@ -63,6 +63,11 @@ struct KernelSpec {
   Type elemType;            // bf16 or f16 (Q, K, V and O)
   int64_t headDim = 0;      // D
   int64_t valueDim = 0;     // Dv
+  // Shared-memory tiles and the matmuls span whole 64-column panels (the
+  // 128-byte swizzle atom): TMA fills the columns past D / Dv with zeros,
+  // which add nothing to QKᵀ and give O columns that are never stored.
+  int64_t panelD() const { return llvm::alignTo(headDim, 64); }
+  int64_t panelDv() const { return llvm::alignTo(valueDim, 64); }
   int64_t numBatchDims = 0; // leading dims of Q, collapsed into one grid dim
   MaskAttr mask;            // null or none: no structured mask
   bool hasLse = false;

@@ -81,7 +81,7 @@ static void buildProducer(ImplicitLocOpBuilder &b, KernelEnv &env) {
     return SmallVector<Value, 3>{constI32(b, col), toI32(b, head),
                                  toI32(b, idxAdd(b, off, row))};
   };
-  for (int64_t p = 0; p < spec.headDim / 64; ++p)
+  for (int64_t p = 0; p < spec.panelD() / 64; ++p)
     tmaLoad(b, smemOffset(b, env.tiles, p * cfg.blockM * 128), env.tmaQ,
             coords(64 * p, env.q0, env.bh, env.qOff), qFull);
 
@@ -112,10 +112,10 @@ static void buildProducer(ImplicitLocOpBuilder &b, KernelEnv &env) {
       smemOffset(b, env.tiles, stageOffset(b, env, s, L.stageBytes, L.kOff(0)));
   Value vBase = smemOffset(b, kBase, L.kBytes);
   Value row = idxMul(b, t, cfg.blockN);
-  for (int64_t p = 0; p < spec.headDim / 64; ++p)
+  for (int64_t p = 0; p < spec.panelD() / 64; ++p)
     tmaLoad(b, smemOffset(b, kBase, p * cfg.blockN * 128), env.tmaK,
             coords(64 * p, row, env.kvbh, env.kOff), full);
-  for (int64_t p = 0; p < spec.valueDim / 64; ++p)
+  for (int64_t p = 0; p < spec.panelDv() / 64; ++p)
     tmaLoad(b, smemOffset(b, vBase, p * cfg.blockN * 128), env.tmaV,
             coords(64 * p, row, env.kvbh, env.kOff), full);
 }
@@ -208,8 +208,8 @@ WgmmaConsumer::WgmmaConsumer(ImplicitLocOpBuilder &b, KernelEnv &env, Value wg)
   S = cfg.stages;
   BM = cfg.blockM;
   BN = cfg.blockN;
-  D = spec.headDim;
-  Dv = spec.valueDim;
+  D = spec.panelD();
+  Dv = spec.panelDv();
   elem = spec.elemType;
 
   c = arith::SubIOp::create(b, wg, constIdx(b, 1));
@@ -600,11 +600,14 @@ void WgmmaConsumer::storeEpilogue(const TileLoopState &fin) {
       flatRow = idxAdd(b, arith::MulIOp::create(b, env.bh, env.lq), rows[h]);
       lseRow = flatRow;
     }
-    Value rowOff = idxAdd(b, idxMul(b, flatRow, Dv), laneCol);
+    Value rowOff = idxAdd(b, idxMul(b, flatRow, spec.valueDim), laneCol);
     // Column pairs (c, c+1) of the row half are adjacent accumulator
     // elements: one 2-element store each.
+    // A group of 8 columns past Dv is the panel's zero padding (Dv is a
+    // multiple of 8).
     for (int64_t k = 0; k < chunks; ++k)
-      for (int64_t col = 0; col < chunkN; col += 8) {
+      for (int64_t col = 0; col < chunkN && k * chunkN + col < spec.valueDim;
+           col += 8) {
         int64_t e = AccumulatorLayout::element(col, h);
         Value x0 = LLVM::ExtractValueOp::create(b, fin.O[k], e);
         Value x1 = LLVM::ExtractValueOp::create(b, fin.O[k], e + 1);

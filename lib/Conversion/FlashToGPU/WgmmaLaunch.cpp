@@ -70,10 +70,12 @@ static Value dataPointer(ImplicitLocOpBuilder &b, Value m) {
                                   toI64(b, p));
 }
 
-/// Head dims are whole 64-column panels (the 128-byte swizzle atom), up to
-/// 256 (the largest wgmma N for PV).
+/// Any head dim up to 256 (the largest wgmma N for PV) whose rows are whole
+/// 16-byte units, as TMA's strides must be: the tiles are rounded up to
+/// 64-column panels and TMA fills the columns past D with zeros
+/// (KernelSpec::panelD).
 static bool isSupportedHeadDim(int64_t d) {
-  return d >= 64 && d <= 256 && d % 64 == 0;
+  return d >= 8 && d <= 256 && d % 8 == 0;
 }
 
 /// The element-type and head-dim rule of the wgmma kernel.
@@ -91,7 +93,7 @@ static bool wgmmaTypesSupported(Type q, Type k, Type v, Type o, int64_t d,
     return false;
   }
   if (!isSupportedHeadDim(d) || !isSupportedHeadDim(dv)) {
-    os << "head dims must be 64, 128, 192 or 256, got D = " << d
+    os << "head dims must be multiples of 8 up to 256, got D = " << d
        << ", Dv = " << dv;
     why = s;
     return false;
