@@ -8,6 +8,7 @@ torch.profiler, call µs from CUDA events around one call.
 
 Here (compiler, no GPU):  python3 bench/gpu/bench_head_dims.py --prebuild DIR
 There (GPU, no LLVM):     FLASH_MLIR_CACHE_DIR=DIR python3 bench/gpu/bench_head_dims.py [--variants]
+                          [--short-causal: D = 64, 128 causal N <= 2k, tiles and schedules]
 """
 import argparse
 import os
@@ -25,6 +26,12 @@ DIMS = [(64, 64), (96, 96), (128, 128), (192, 192), (192, 128), (256, 256)]
 NS = (1024, 4096, 16384)
 VARIANTS = {"bn64": {"block_n": 64}, "bn48-s3": {"block_n": 48, "stages": 3},
             "bn64-pp": {"block_n": 64, "pingpong": True}}
+# --short-causal: the causal short sequences where cuDNN leads, with other tiles and
+# schedules of the wgmma kernel beside the default.
+SHORT_CAUSAL = [(d, n) for d in (64, 128) for n in (512, 1024, 2048)]
+SHORT_VARIANTS = {"bm64": {"block_m": 64}, "bm128": {"block_m": 128},
+                  "bn64": {"block_n": 64}, "pp": {"pingpong": True},
+                  "dpv0": {"defer_pv": 0}, "bm192": {"block_m": 192}}
 
 
 def cases():
@@ -50,9 +57,13 @@ def prebuild(cache):
         for kw in kws:
             print(d, dv, causal, n, kw, flash_mlir.prebuild(*_shapes(d, dv, b, n), "bf16",
                                                           causal=causal, **kw))
+    for d, n in SHORT_CAUSAL:
+        for kw in [{}] + list(SHORT_VARIANTS.values()):
+            print("short", d, n, kw, flash_mlir.prebuild(*_shapes(d, d, TOKENS // n, n),
+                                                         "bf16", causal=True, **kw))
 
 
-def run(with_variants):
+def run(with_variants, short_causal=False):
     import torch
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -62,7 +73,10 @@ def run(with_variants):
     print()
     print("| D/Dv | causal | B×N | impl | kernel µs | TFLOP/s | call µs |")
     print("|---|---|---|---|---|---|---|")
-    for d, dv, causal, b, n in cases():
+    todo = list(cases())
+    if short_causal:
+        todo = [(d, d, True, TOKENS // n, n) for d, n in SHORT_CAUSAL]
+    for d, dv, causal, b, n in todo:
         qs, ks, vs = _shapes(d, dv, b, n)
         q = torch.randn(qs, device="cuda", dtype=torch.bfloat16)
         k = torch.randn(ks, device="cuda", dtype=torch.bfloat16)
@@ -73,6 +87,9 @@ def run(with_variants):
             impls.append(("ours[mma]", {"kernel": "mma"}))
         if with_variants and d == dv == 256:
             impls += [("ours[%s]" % name, kw) for name, kw in VARIANTS.items()]
+        if short_causal:
+            impls = [("ours", {})] + [("ours[%s]" % name, kw)
+                                      for name, kw in SHORT_VARIANTS.items()]
         fns = [(name, lambda kw=kw: flash_mlir.attention(q, k, v, causal=causal, **kw))
                for name, kw in impls]
         for name, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION),
@@ -106,8 +123,9 @@ if __name__ == "__main__":
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--prebuild", metavar="DIR")
     ap.add_argument("--variants", action="store_true")
+    ap.add_argument("--short-causal", action="store_true")
     a = ap.parse_args()
     if a.prebuild:
         prebuild(a.prebuild)
     else:
-        run(a.variants)
+        run(a.variants, a.short_causal)
