@@ -69,6 +69,11 @@ def prebuild_all(cache_dir):
         print("one-sequence", flash_mlir.prebuild(
             (1, qs[1], qs[0], qs[2]), (1, ks[1], ks[0], ks[2]), (1, ks[1], ks[0], ks[2]),
             "bf16", kernel=kernel, **kw))
+    qs, ks, cq, _ = NON_FINITE
+    for kernel in NON_FINITE_KERNELS:
+        print("non-finite", flash_mlir.prebuild(qs, ks, ks, "bf16", cu_seqlens=(len(cq),),
+                                                causal=True, align="bottom_right",
+                                                kernel=kernel))
     for name in ("prefill-gqa4-causal", "clamped-offsets"):
         c = CASES[name]
         print(name, "mma", flash_mlir.prebuild(c["q"], c["k"], c["v"], c["dtype"],
@@ -173,6 +178,39 @@ def test_one_sequence_is_bit_identical_to_contiguous(kernel):
     contiguous = flash_mlir.attention(bhld(q), bhld(k), bhld(v), kernel=kernel, **kw)
     torch.cuda.synchronize()
     assert torch.equal(packed, contiguous[0].transpose(0, 1))
+
+
+# Non-finite values stay in their sequence: A and C are clean, B's values hold NaN and
+# inf, and the tokens past the last offset (padding a caller never filled) are NaN. The
+# key tiles at A's and C's ends run into B's rows and the padding.
+NON_FINITE = ((400, 8, 128), (600, 2, 128), [0, 100, 230, 333], [0, 150, 300, 520])
+NON_FINITE_KERNELS = ("wgmma", "mma")
+
+
+@pytest.mark.parametrize("kernel", NON_FINITE_KERNELS)
+def test_non_finite_values_stay_in_their_sequence(kernel):
+    torch = _cuda()
+    qs, ks, cq, ck = NON_FINITE
+    g = torch.Generator(device="cuda").manual_seed(int.from_bytes(os.urandom(4), "little"))
+    q = torch.randn(qs, device="cuda", dtype=torch.bfloat16, generator=g)
+    k = torch.randn(ks, device="cuda", dtype=torch.bfloat16, generator=g)
+    v = torch.randn(ks, device="cuda", dtype=torch.bfloat16, generator=g)
+    v[ck[1]:ck[2]:7] = float("nan")
+    v[ck[1] + 3:ck[2]:11] = float("inf")
+    k[ck[1]:ck[2]:13] = float("nan")
+    k[ck[3]:], v[ck[3]:] = float("nan"), float("nan")
+    out = flash_mlir.attention(q, k, v, cu_seqlens_q=torch.tensor(cq, dtype=torch.int32,
+                                                                   device="cuda"),
+                               cu_seqlens_k=torch.tensor(ck, dtype=torch.int32, device="cuda"),
+                               causal=True, align="bottom_right", kernel=kernel)
+    torch.cuda.synchronize()
+    ref, _ = varlen_attention_ref(*(x.double().cpu().numpy() for x in (q, k, v)), cq, ck,
+                                  np.zeros(out.shape), np.zeros((qs[1], qs[0])),
+                                  causal=True, align="bottom_right")
+    for lo, hi in ((cq[0], cq[1]), (cq[2], cq[3])):
+        o = out[lo:hi].double()
+        assert torch.isfinite(o).all(), (kernel, lo, hi)
+        assert (o - torch.from_numpy(ref[lo:hi]).to("cuda")).abs().max().item() < 2e-2
 
 
 if __name__ == "__main__":

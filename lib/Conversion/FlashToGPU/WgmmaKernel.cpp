@@ -157,6 +157,7 @@ public:
 private:
   std::pair<Value, Value> slotOf(Value t);
   Value waitFull(Value t);
+  void zeroValueTail(Value t, Value s);
   void release(Value t);
   Value issueQK(Value s);
   void issuePV(SmallVector<Value> &O, ArrayRef<Value> aRegs, Value s);
@@ -303,7 +304,56 @@ Value WgmmaConsumer::waitFull(Value t) {
   mbarWait(b,
            smemOffset(b, env.tiles, stageOffset(b, env, s, 8, L.kvFullOff(0))),
            parity);
+  if (spec.varlen)
+    zeroValueTail(t, s);
   return s;
+}
+
+/// In a packed varlen batch the key tile that crosses a sequence's end holds
+/// the next sequence's rows (TMA zero-fills only past the tensor). Their P is
+/// 0, but 0 times a NaN or inf there (another sequence's, or uninitialised
+/// padding) is NaN, so each consumer warpgroup zeroes those V rows of the
+/// slot before it reads them (all write the same zeros): 128-byte rows of
+/// each 64-column panel, which the swizzle permutes only within a row. The
+/// stores are ordered before wgmma's reads by fence.proxy.async and the
+/// warpgroup's barrier.
+void WgmmaConsumer::zeroValueTail(Value t, Value s) {
+  Value live = arith::SubIOp::create(b, env.lk, idxMul(b, t, BN));
+  Value crosses =
+      arith::CmpIOp::create(b, arith::CmpIPredicate::slt, live, constIdx(b, BN));
+  auto ifTail = scf::IfOp::create(b, crosses, /*withElse=*/false);
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointToStart(ifTail.thenBlock());
+  Value vBase = smemOffset(
+      b, env.tiles, stageOffset(b, env, s, L.stageBytes, L.vOff(0)));
+  Value perPanel =
+      idxMul(b, arith::SubIOp::create(b, constIdx(b, BN), live), 8);
+  Value total = idxMul(b, perPanel, Dv / 64);
+  Value ctid = arith::RemUIOp::create(b, env.tid, constIdx(b, 128));
+  auto zeros = scf::ForOp::create(b, ctid, total, constIdx(b, 128));
+  {
+    OpBuilder::InsertionGuard gz(b);
+    b.setInsertionPointToStart(zeros.getBody());
+    Value i = zeros.getInductionVar();
+    Value panel = arith::DivUIOp::create(b, i, perPanel);
+    Value chunk = arith::RemUIOp::create(b, i, perPanel);
+    Value byte = idxAdd(b, idxMul(b, panel, BN * 128),
+                        idxAdd(b, idxMul(b, live, 128), idxMul(b, chunk, 16)));
+    Value zero = LLVM::ZeroOp::create(b, VectorType::get({4}, b.getI32Type()));
+    LLVM::StoreOp::create(b, zero, smemOffset(b, vBase, toI64(b, byte)),
+                          /*alignment=*/16);
+  }
+  LLVM::InlineAsmOp::create(
+      b, TypeRange{}, ValueRange{}, "fence.proxy.async.shared::cta;", "",
+      /*has_side_effects=*/true, /*is_align_stack=*/false,
+      LLVM::tailcallkind::TailCallKind::None,
+      LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
+      ArrayAttr());
+  // Barriers 1..warpgroups are ping-pong's; this warpgroup's own is past them.
+  Value id = arith::AddIOp::create(
+      b, toI32(b, c), constI32(b, 1 + cfg.consumerWarpgroups));
+  NVVM::BarrierOp::create(b, Type(), id, constI32(b, 128),
+                          NVVM::BarrierReductionAttr(), Value());
 }
 
 /// One arrival per consumer warp releases the slot to the producer.
