@@ -102,53 +102,42 @@ struct LowerAttentionGrad : OpRewritePattern<AttentionGradOp> {
   ChipInfo chip;
 };
 
-/// Lowers a flash.paged_attention to the split-KV kernel reading through
-/// the block table.
-struct LowerPagedAttention : OpRewritePattern<PagedAttentionOp> {
-  LowerPagedAttention(MLIRContext *ctx, const GPUKernelOptions &options,
-                      ChipInfo chip)
-      : OpRewritePattern(ctx), options(options), chip(chip) {}
-
-  LogicalResult matchAndRewrite(PagedAttentionOp op,
-                                PatternRewriter &rewriter) const override {
-    std::string why;
-    if (!pagedAttentionSupported(op, options, chip, why))
-      return rewriter.notifyMatchFailure(op, why);
-    if (!streamArgument(op))
-      return rewriter.notifyMatchFailure(op, "no stream argument");
-    FailureOr<OperandBuffers> bufs = operandBuffers(op);
-    if (failed(bufs))
-      return failure();
-    return lowerPagedAttention(rewriter, op, *bufs, options, chip);
-  }
-
-  GPUKernelOptions options;
-  ChipInfo chip;
-};
-
-/// Lowers a flash.varlen_attention to the mma.sync kernel, each block
+/// Lowers a serving op (flash.paged_attention, flash.varlen_attention) with
+/// its rule and its lowering: the paged op to the split-KV kernel reading
+/// through the block table, the varlen op to the prefill kernels, each block
 /// finding its sequence through the offsets.
-struct LowerVarlenAttention : OpRewritePattern<VarlenAttentionOp> {
-  LowerVarlenAttention(MLIRContext *ctx, const GPUKernelOptions &options,
-                       ChipInfo chip)
-      : OpRewritePattern(ctx), options(options), chip(chip) {}
+template <typename OpTy,
+          bool (*Supported)(OpTy, const GPUKernelOptions &, const ChipInfo &,
+                            std::string &),
+          LogicalResult (*Lower)(RewriterBase &, OpTy, const OperandBuffers &,
+                                 const GPUKernelOptions &, const ChipInfo &)>
+struct LowerServingOp : OpRewritePattern<OpTy> {
+  LowerServingOp(MLIRContext *ctx, const GPUKernelOptions &options,
+                 ChipInfo chip)
+      : OpRewritePattern<OpTy>(ctx), options(options), chip(chip) {}
 
-  LogicalResult matchAndRewrite(VarlenAttentionOp op,
+  LogicalResult matchAndRewrite(OpTy op,
                                 PatternRewriter &rewriter) const override {
     std::string why;
-    if (!varlenAttentionSupported(op, options, chip, why))
+    if (!Supported(op, options, chip, why))
       return rewriter.notifyMatchFailure(op, why);
     if (!streamArgument(op))
       return rewriter.notifyMatchFailure(op, "no stream argument");
     FailureOr<OperandBuffers> bufs = operandBuffers(op);
     if (failed(bufs))
       return failure();
-    return lowerVarlenAttention(rewriter, op, *bufs, options, chip);
+    return Lower(rewriter, op, *bufs, options, chip);
   }
 
   GPUKernelOptions options;
   ChipInfo chip;
 };
+using LowerPagedAttention =
+    LowerServingOp<PagedAttentionOp, pagedAttentionSupported,
+                   lowerPagedAttention>;
+using LowerVarlenAttention =
+    LowerServingOp<VarlenAttentionOp, varlenAttentionSupported,
+                   lowerVarlenAttention>;
 
 template <typename T>
 using PassOption = Pass::Option<T>;

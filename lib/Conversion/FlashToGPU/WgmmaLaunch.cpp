@@ -64,6 +64,32 @@ static LogicalResult checkSharedMemory(Operation *op, const KernelConfig &cfg,
          << " a CTA may have: lower block-n, block-m or stages";
 }
 
+/// `m3` with its two outer sizes dynamic.
+static Value dynamicOuter2(ImplicitLocOpBuilder &b, Value m3) {
+  auto t = cast<MemRefType>(m3.getType());
+  return memref::CastOp::create(
+             b,
+             MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic,
+                              t.getDimSize(2)},
+                             t.getElementType()),
+             m3)
+      .getResult();
+}
+
+/// The tensors TMA describes as K and V: themselves, or with no key (lk = 0)
+/// Q and O, since a descriptor needs a non-empty tensor and they have the
+/// same inner dims (never read then: no tile is visible).
+static std::pair<Value, Value> keysOrStandIns(ImplicitLocOpBuilder &b, Value lk,
+                                              Value q3, Value o3, Value k3,
+                                              Value v3) {
+  Value noKeys =
+      arith::CmpIOp::create(b, arith::CmpIPredicate::eq, lk, constIdx(b, 0));
+  return {arith::SelectOp::create(b, noKeys, dynamicOuter2(b, q3),
+                                  dynamicOuter2(b, k3)),
+          arith::SelectOp::create(b, noKeys, dynamicOuter2(b, o3),
+                                  dynamicOuter2(b, v3))};
+}
+
 static Value dataPointer(ImplicitLocOpBuilder &b, Value m) {
   Value p = memref::ExtractAlignedPointerAsIndexOp::create(b, m);
   return LLVM::IntToPtrOp::create(b, LLVM::LLVMPointerType::get(b.getContext()),
@@ -200,24 +226,10 @@ static LogicalResult lowerToWgmmaLaunch(RewriterBase &rewriter, AttentionOp op,
   {
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(ifLaunch.thenBlock());
-    auto dynamic3 = [&](Value m3) {
-      auto t = cast<MemRefType>(m3.getType());
-      return memref::CastOp::create(
-                 b,
-                 MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic,
-                                  t.getDimSize(2)},
-                                 t.getElementType()),
-                 m3)
-          .getResult();
-    };
-    Value noKeys =
-        arith::CmpIOp::create(b, arith::CmpIPredicate::eq, lk, zero);
     Value q3 = collapseBatchDims(b, q, nb);
-    Value k3 = arith::SelectOp::create(
-        b, noKeys, dynamic3(q3), dynamic3(collapseBatchDims(b, k, nb)));
-    Value v3 = arith::SelectOp::create(
-        b, noKeys, dynamic3(collapseBatchDims(b, o, nb)),
-        dynamic3(collapseBatchDims(b, v, nb)));
+    auto [k3, v3] = keysOrStandIns(b, lk, q3, collapseBatchDims(b, o, nb),
+                                   collapseBatchDims(b, k, nb),
+                                   collapseBatchDims(b, v, nb));
     SmallVector<Value> args = {makeTma(b, q3, cfg.blockM),
                                makeTma(b, k3, cfg.blockN),
                                makeTma(b, v3, cfg.blockN), dataPointer(b, o)};
@@ -303,28 +315,13 @@ LogicalResult gpu_lowering::lowerVarlenToWgmmaLaunch(
   {
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(ifLaunch.thenBlock());
-    auto dynamic3 = [&](Value m) {
-      auto t = cast<MemRefType>(m.getType());
-      return memref::CastOp::create(
-                 b,
-                 MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic,
-                                  t.getDimSize(2)},
-                                 t.getElementType()),
-                 m)
-          .getResult();
-    };
     auto dynamic1 = [&](Value m) {
       return memref::CastOp::create(
                  b, MemRefType::get({ShapedType::kDynamic}, b.getI32Type()), m)
           .getResult();
     };
-    // No key token at all: TMA needs a non-empty tensor, so K and V are
-    // described by Q and O (never read: every sequence has Lk = 0).
-    Value noKeys = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, tk, zero);
-    Value k3 = arith::SelectOp::create(b, noKeys, dynamic3(bufs.q),
-                                       dynamic3(bufs.k));
-    Value v3 = arith::SelectOp::create(b, noKeys, dynamic3(bufs.out),
-                                       dynamic3(bufs.v));
+    // No key token at all: every sequence has Lk = 0.
+    auto [k3, v3] = keysOrStandIns(b, tk, bufs.q, bufs.out, bufs.k, bufs.v);
     SmallVector<Value> args = {
         makeTma(b, bufs.q, cfg.blockM, /*packed=*/true),
         makeTma(b, k3, cfg.blockN, /*packed=*/true),
