@@ -5,6 +5,8 @@
         NumPy arrays (host) or torch tensors (CUDA tensors on the GPU)
     prebuild(q_shape, k_shape, v_shape, dtype, ...)           compile attention's kernel
         into the cache ahead of time (for a GPU machine without LLVM)
+    merge_attention(outs, lses)                               the exact merge of partial
+        results over disjoint key sets by their log-sum-exps (NumPy or torch)
     compiler_available()                                      whether the compiler loads here
     FlashError                                                compilation errors,
         carrying the MLIR diagnostics
@@ -20,7 +22,8 @@ from ._capi import FlashError, host_target, is_registered, library_path, version
 from ._capi import available as compiler_available
 from ._attention import AttentionKernel, attention, attention_grad_ir, attention_ir, prebuild
 from .compiler import compile
+from .merge import merge_attention
 
 __all__ = ["FlashError", "AttentionKernel", "attention", "attention_grad_ir", "attention_ir", "compile",
-           "compiler_available", "host_target", "is_registered", "library_path", "prebuild",
-           "version"]
+           "compiler_available", "host_target", "is_registered", "library_path",
+           "merge_attention", "prebuild", "version"]
