@@ -7,6 +7,10 @@
         into the cache ahead of time (for a GPU machine without LLVM)
     merge_attention(outs, lses)                               the exact merge of partial
         results over disjoint key sets by their log-sum-exps (NumPy or torch)
+    attention_backward(q, k, v, o, do, lse, ...)              dq, dk, dv from a forward's
+        output and log-sum-exp (torch)
+    distributed.ring_attention(q, k, v, group=..., ...)       context-parallel (ring)
+        attention over torch.distributed, forward and backward
     compiler_available()                                      whether the compiler loads here
     FlashError                                                compilation errors,
         carrying the MLIR diagnostics
@@ -24,6 +28,18 @@ from ._attention import AttentionKernel, attention, attention_grad_ir, attention
 from .compiler import compile
 from .merge import merge_attention
 
+# attention_backward and distributed import torch, so they load on first use
+# (and stay out of __all__: `import *` must not import torch).
 __all__ = ["FlashError", "AttentionKernel", "attention", "attention_grad_ir", "attention_ir", "compile",
            "compiler_available", "host_target", "is_registered", "library_path",
            "merge_attention", "prebuild", "version"]
+
+
+def __getattr__(name):
+    if name == "attention_backward":
+        from ._autograd import attention_backward
+        return attention_backward
+    if name == "distributed":
+        import importlib
+        return importlib.import_module(".distributed", __name__)
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))

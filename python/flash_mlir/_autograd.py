@@ -64,6 +64,55 @@ def _grad_kernel(q, k, v, elt, scale, causal, window, align, pipeline, options, 
     return kernel
 
 
+def _run_grad(q, k, v, o, do, lse, scale, causal, window, align, pipeline, options,
+              bias_ir=None, softcap=None, slopes_shape=None, traced=None, caps=()):
+    """(dq, dk, dv, capture gradients) from flash.attention_grad; options are
+    the backward's (split_options)."""
+    elt = am._TORCH_TYPES[str(q.dtype)]
+    kernel = _grad_kernel(q, k, v, elt, scale, causal, window, align, pipeline, options,
+                          bias_ir, softcap, slopes_shape, traced)
+    do = do.to(q.dtype)
+    dq, dk, dv = (torch.empty_like(x, memory_format=torch.contiguous_format)
+                  for x in (q, k, v))
+    ins = [x.detach().contiguous() for x in (q, k, v, o, do, lse)]
+    caps = [c.contiguous() for c in caps]
+    # Float captures have gradients (in their dtype); integer and bool ones none.
+    dcaps = [torch.empty_like(c) for c in caps if c.is_floating_point()]
+    kernel(ins + caps + [dq, dk, dv] + dcaps)
+    return dq, dk, dv, dcaps
+
+
+def attention_backward(q, k, v, o, do, lse, *, scale=None, causal=False, window=None,
+                       align="top_left", pipeline=None, **options):
+    """(dq, dk, dv) of o = attention(q, k, v, ...) for the cotangent do, from
+    the forward's output o and row log-sum-exp lse (torch tensors, CPU or
+    CUDA): flash.attention_grad, which recomputes the probabilities from lse.
+
+    o and lse need not come from a call on these q, k, v: with the output and
+    lse of attention over a larger key set (keys split over calls, or over the
+    ranks of a ring), it gives this key subset's share of dq and its exact dk
+    and dv, since P = exp(s - lse) and rowsum(do * o) are then the whole
+    row's. Options as attention()'s (grad_* ones configure the GPU kernel)."""
+    for name, x in (("q", q), ("k", k), ("v", v), ("o", o), ("do", do), ("lse", lse)):
+        if not isinstance(x, torch.Tensor):
+            raise TypeError("%s must be a torch tensor, got %s" % (name, type(x).__name__))
+    for name, x in (("k", k), ("v", v), ("o", o)):
+        if x.dtype != q.dtype:
+            raise TypeError("%s is %s but q is %s: q, k, v and o take one dtype"
+                            % (name, x.dtype, q.dtype))
+    for name, x in (("k", k), ("v", v), ("o", o), ("do", do), ("lse", lse)):
+        if x.device != q.device:
+            raise ValueError("%s is on %s, q on %s" % (name, x.device, q.device))
+    if lse.dtype != torch.float32:
+        raise TypeError("lse must be float32 (attention()'s return_lse), got %s" % lse.dtype)
+    am._check_scale(scale)
+    am._check_window(window)
+    _, options = split_options(options, q.is_cuda)
+    dq, dk, dv, _ = _run_grad(q, k, v, o, do, lse, scale, causal, window, align, pipeline,
+                              options)
+    return dq, dk, dv
+
+
 class _Attention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, bias, slopes, cfg, *mod_args):
@@ -98,29 +147,21 @@ class _Attention(torch.autograd.Function):
         mod_args = rest[:ctx.num_mod_args]
         scale, causal, window, align, _, pipeline, _, options, softcap, _ = ctx.cfg
         _, options = split_options(options, q.is_cuda)
-        elt = am._TORCH_TYPES[str(q.dtype)]
         bias_ir = None
         if bias is not None:
             bias_ir = (tuple(bias.shape), am._TORCH_TYPES[str(bias.dtype)])
-        kernel = _grad_kernel(q, k, v, elt, scale, causal, window, align, pipeline, options,
-                              bias_ir, softcap,
-                              None if slopes is None else tuple(slopes.shape), ctx.traced)
-        do = do.to(q.dtype).contiguous()
-        dq, dk, dv = (torch.empty_like(x, memory_format=torch.contiguous_format)
-                      for x in (q, k, v))
-        ins = [x.detach().contiguous() for x in (q, k, v, o, do, lse)]
         # The bias enters as its capture (without its size-1 dims); so does
         # its gradient, summed over the broadcast dims by the op.
         caps = []
         if bias is not None:
-            caps.append(am.bias_capture(q, k, bias.detach()).contiguous())
+            caps.append(am.bias_capture(q, k, bias.detach()))
         if slopes is not None:
-            caps.append(slopes.detach().contiguous())
-        caps += [a.contiguous() for a in mod_args]
-        # Float captures have gradients (in their dtype); integer and bool ones none.
-        floats = [c.is_floating_point() for c in caps]
-        dcaps = [torch.empty_like(c) for c, f in zip(caps, floats) if f]
-        kernel(ins + caps + [dq, dk, dv] + dcaps)
+            caps.append(slopes.detach())
+        caps += list(mod_args)
+        dq, dk, dv, dcaps = _run_grad(q, k, v, o, do, lse, scale, causal, window, align,
+                                      pipeline, options, bias_ir, softcap,
+                                      None if slopes is None else tuple(slopes.shape),
+                                      ctx.traced, caps)
         dbias = dcaps.pop(0).reshape(bias.shape) if bias is not None else None
         dslopes = dcaps.pop(0) if slopes is not None else None
         dargs = [dcaps.pop(0) if a.is_floating_point() else None for a in mod_args]
