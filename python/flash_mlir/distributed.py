@@ -495,13 +495,14 @@ def prebuild(q_shape, k_shape, v_shape, dtype, *, world_size, causal=False,
              device="cuda", pipeline=None, **options):
     """Compiles into the cache (FLASH_MLIR_CACHE_DIR) every kernel that
     ring_attention runs on each of world_size ranks for slices of these
-    shapes ([B, H, L, D], L each rank's, or per rank from lengths= for k/v
-    and q_lengths= for q; with causal the q lengths are the k/v ones), and
-    with grad=True the backward's too; returns their paths. For a GPU machine
-    without LLVM, like flash_mlir.prebuild."""
+    shapes ([B, H, L, D], L each rank's; lengths= gives every rank's k/v
+    length and q_lengths= its q length, by default the k/v ones when lengths=
+    is given or the mask is causal, else q_shape's), and with grad=True the
+    backward's too; returns their paths. For a GPU machine without LLVM, like
+    flash_mlir.prebuild."""
     kv_lengths = list(lengths) if lengths is not None else [k_shape[2]] * world_size
     if q_lengths is None:
-        q_lengths = kv_lengths if causal else [q_shape[2]] * world_size
+        q_lengths = kv_lengths if causal or lengths is not None else [q_shape[2]] * world_size
     plan = _Plan(q_lengths, kv_lengths, causal, layout, scale, pipeline, options,
                  device == "cuda")
     opts = options if grad else plan.fwd_options

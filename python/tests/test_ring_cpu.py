@@ -172,6 +172,40 @@ def _job_refused(rank, world, a):
     return None
 
 
+def _job_schedule(rank, world, a):
+    """The order in which a rank issues transfers, runs attention kernels and
+    waits for transfers, forward and backward."""
+    log = []
+    issue, fwd, bwd = fd.dist.batch_isend_irecv, fd.am.attention, fd.attention_backward
+
+    class Req:
+        def __init__(self, req):
+            self.req = req
+
+        def wait(self):
+            log.append("wait")
+            return self.req.wait()
+
+    def batch(ops):
+        log.append("issue")
+        return [Req(r) for r in issue(ops)]
+
+    def attention(*args, **kw):
+        log.append("attention")
+        return fwd(*args, **kw)
+
+    def backward(*args, **kw):
+        log.append("backward")
+        return bwd(*args, **kw)
+    fd.dist.batch_isend_irecv, fd.am.attention, fd.attention_backward = batch, attention, backward
+    try:
+        x = torch.randn(1, 2, 4, 8, requires_grad=True)
+        fd.ring_attention(x, x, x, lengths=[4] * world).sum().backward()
+    finally:
+        fd.dist.batch_isend_irecv, fd.am.attention, fd.attention_backward = issue, fwd, bwd
+    return log
+
+
 # --- the whole sequence in float64 ---------------------------------------------
 
 def _reference(q, k, v, do, causal):
@@ -291,6 +325,19 @@ def test_forward_only(ranks, rng):
     got, want = _run_ring(ranks, rng, 2, 1, 2, 2, 8, 8, [6, 4], [6, 4], True, "contiguous",
                           grad=False)
     _check(got, want, F32_TOL)
+
+
+def test_transfers_run_under_the_steps(ranks):
+    """Each step's transfer is issued before its kernel and waited after it:
+    forward K/V for the next step, backward also the previous block's dK/dV;
+    one more hop takes the last accumulator home."""
+    for log in ranks(3).run("_job_schedule", [None] * 3):
+        step = lambda kernel, n: ["issue"] + [kernel] + ["wait"] * n  # noqa: E731
+        # Two ranks' worth of sends and receives per transfer: 2 tensors, 2 directions.
+        fwd = step("attention", 4) * 2 + ["attention"]
+        bwd = step("backward", 4) + step("backward", 8) + step("backward", 4) + \
+            ["issue"] + ["wait"] * 4
+        assert log == fwd + bwd, log
 
 
 def _refusals(ranks, world, shapes, **kw):
