@@ -28,6 +28,7 @@ TOKENS = 32768
 CASES = [(d, causal, n) for d in (64, 128) for causal in (False, True)
          for n in (1024, 2048, 4096, 8192, 16384)]
 VARIANTS = {
+    "mma": {"grad_kernel": "mma"},
     "atomic": {"grad_dq": "atomic"},
     "det": {"grad_deterministic": True},
     "q32k64": {"grad_block_q": 32, "grad_block_k": 64},

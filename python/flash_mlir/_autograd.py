@@ -3,8 +3,9 @@
 The forward runs the fused kernel and keeps only q, k, v, the output and the
 row log-sum-exp; the backward runs flash.attention_grad, which recomputes the
 probabilities from the log-sum-exp instead of reading a stored Lq x Lk
-matrix. On CUDA tensors the options named grad_* (grad_block_q, grad_block_k)
-configure the backward kernel and the others the forward's; chip goes to both.
+matrix. On CUDA tensors the options named grad_* (grad_kernel, grad_block_q,
+grad_block_k, ...) configure the backward kernel and the others the forward's;
+chip goes to both.
 """
 import os
 
@@ -20,6 +21,9 @@ def split_options(options, cuda):
         return options, options
     fwd = {k: v for k, v in options.items() if not k.startswith("grad_")}
     bwd = {k: v for k, v in options.items() if k.startswith("grad_") or k == "chip"}
+    # The backward's kernel= is grad_kernel=, so each pass can pick its own.
+    if "grad_kernel" in bwd:
+        bwd["kernel"] = bwd.pop("grad_kernel")
     return fwd, bwd
 
 

@@ -27,7 +27,9 @@ def _case(b, hq, hkv, lq, lk, d, dv=None, dtype="bfloat16", **kw):
 
 
 # name -> (q, k, v shapes, dtype, attention() keywords): D in {64, 128}, L from 1 to
-# 4097, every mask kind and alignment, GQA 4:1, bf16 and f16, both block layouts.
+# 4097, every mask kind and alignment, GQA 4:1, bf16 and f16, both kernels (wgmma takes
+# D = Dv in {64, 128} and D = 128 / Dv = 64 by default on sm_90a; the block options,
+# grad_dq="atomic", other head dims and grad_kernel="mma" take mma.sync).
 CASES = {
     "d64-l1": _case(2, 4, 4, 1, 1, 64),
     "d128-l100-causal": _case(2, 4, 4, 100, 100, 128, causal=True),
@@ -46,6 +48,11 @@ CASES = {
     "d64-block-k128": _case(2, 4, 4, 700, 900, 64, causal=True, grad_block_k=128),
     "d128-block-q64": _case(1, 4, 4, 700, 900, 128, grad_block_q=64),
     "d32-dv16": _case(2, 2, 2, 129, 65, 32, dv=16),
+    # The mma.sync kernel on shapes the wgmma kernel takes by default.
+    "d128-l1024-gqa4-causal-mma": _case(1, 8, 2, 1024, 1000, 128, causal=True,
+                                        grad_kernel="mma"),
+    "d64-window-br-mma": _case(2, 4, 4, 900, 1300, 64, window=300, align="bottom_right",
+                               grad_kernel="mma"),
     # dQ by per-element f32 atomics (the sm_80 path) instead of bulk reductions.
     "d128-atomic-dq-gqa4": _case(1, 8, 2, 700, 900, 128, causal=True, grad_dq="atomic"),
     "d64-atomic-dq-block-q32": _case(2, 4, 4, 333, 555, 64, grad_dq="atomic", grad_block_q=32),

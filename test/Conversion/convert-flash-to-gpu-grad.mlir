@@ -20,7 +20,7 @@
 // BULK80: convert-flash-to-gpu: grad-dq=bulk needs sm_90 (cp.reduce.async.bulk)
 // BADDQ: grad-dq must be auto, bulk or atomic, got 'red'
 // BADBLOCK: grad-block-q must be 32 or 64 and grad-block-k 64 or 128 (0: automatic), got 48 and 0
-// WGMMA: convert-flash-to-gpu: flash.attention_grad has the mma kernel only (kernel=auto or kernel=mma), got kernel=wgmma
+// WGMMA: convert-flash-to-gpu: the wgmma flash.attention_grad kernel takes D = Dv = 64, D = Dv = 128 or D = 128 with Dv = 64, got D = 64, Dv = 48
 // OLDCHIP: convert-flash-to-gpu: the flash.attention_grad kernel needs sm_80 or newer
 
 // GQA 8 query heads on 2 K/V heads, Lq = 100, Lk = 70, D = 64, Dv = 48,
@@ -28,17 +28,17 @@
 // write dq, dk and dv in place (flash-attention-into-destination).
 // CHECK-LABEL: func.func @grad_gqa
 // CHECK-SAME: %{{.*}}: !llvm.ptr {flash.stream}
-// The query heads per K/V head, and the rows padded to whole 64-row blocks.
+// The query heads per K/V head, and the rows padded to whole 128-row blocks.
 // CHECK: %[[BH:.*]] = memref.dim %{{.*}}, %c0{{.*}} : memref<?x?x64xbf16>
 // CHECK: %[[KVBH:.*]] = memref.dim %{{.*}}, %c0{{.*}} : memref<?x?x64xbf16>
 // CHECK: %[[KVBH1:.*]] = arith.maxui %[[KVBH]], %c1
 // CHECK: %[[GROUP:.*]] = arith.divui %[[BH]], %[[KVBH1]] : index
-// CHECK: %[[PAD:.*]] = arith.muli %{{.*}}, %c64 : index
+// CHECK: %[[PAD:.*]] = arith.muli %{{.*}}, %c128 : index
 // CHECK: %[[LSE2:.*]], %{{.*}} = gpu.alloc async [%[[TOK:.*]]] (%[[BH]], %[[PAD]]) : memref<?x?xf32>
 // CHECK: %[[DELTA:.*]], %{{.*}} = gpu.alloc async [%[[TOK]]] (%[[BH]], %[[PAD]]) : memref<?x?xf32>
 // CHECK: %[[ACC:.*]], %{{.*}} = gpu.alloc async [%[[TOK]]] (%[[BH]], %[[PAD]]) : memref<?x?x64xf32>
 // CHECK: gpu.launch_func async [%{{.*}}] @flash_attention_0::@prep blocks in ({{.*}}) threads in (%c128{{.*}}) dynamic_shared_memory_size %c0_i32 args({{.*}} : memref<?x?x48xbf16>, {{.*}} : memref<?x?x48xbf16>, {{.*}} : memref<?x?xf32>, %[[LSE2]] : memref<?x?xf32>, %[[DELTA]] : memref<?x?xf32>, %[[ACC]] : memref<?x?x64xf32>, %[[BH]] : index)
-// CHECK: %[[KB:.*]] = arith.ceildivsi %{{.*}}, %c128 : index
+// CHECK: %[[KB:.*]] = arith.ceildivsi %{{.*}}, %c128{{.*}} : index
 // CHECK: gpu.launch_func async [%{{.*}}] @flash_attention_0::@kernel blocks in (%[[KB]], {{.*}}) threads in (%c256{{.*}}) dynamic_shared_memory_size %c103424_i32 args({{.*}}, %[[LSE2]] : memref<?x?xf32>, %[[DELTA]] : memref<?x?xf32>, %[[ACC]] : memref<?x?x64xf32>, {{.*}}, %[[GROUP]] : index, %[[KVBH]] : index)
 // CHECK: gpu.launch_func async [%{{.*}}] @flash_attention_0::@dq blocks in ({{.*}}) threads in (%c128{{.*}}) dynamic_shared_memory_size %c0_i32 args(%[[ACC]] : memref<?x?x64xf32>, {{.*}} : memref<?x?x64xbf16>, %[[BH]] : index)
 // CHECK: gpu.dealloc async [%[[TOK]]] %[[LSE2]]

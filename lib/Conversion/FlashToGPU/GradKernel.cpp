@@ -26,6 +26,7 @@
 // while this block is computed.
 //
 //===----------------------------------------------------------------------===//
+#include "HopperPrimitives.h"
 #include "KernelStrategies.h"
 #include "MmaSyncPrimitives.h"
 
@@ -50,17 +51,6 @@ constexpr int64_t kPad = 8;
 // f32 rows of the dQ staging tile padded by 32 bytes: a warp's 8-byte
 // fragment stores then take two conflict-free wavefronts.
 constexpr int64_t kDqPad = 8;
-
-/// One-line PTX with side effects (the bulk-reduction and proxy ops that
-/// NVVM has no op for).
-static void ptx(ImplicitLocOpBuilder &b, StringRef text, ValueRange operands,
-                StringRef constraints) {
-  LLVM::InlineAsmOp::create(
-      b, TypeRange{}, operands, text, constraints, /*has_side_effects=*/true,
-      /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
-      LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
-      ArrayAttr());
-}
 
 /// The address of a memref's first element as an i64.
 static Value baseAddress(ImplicitLocOpBuilder &b, Value m) {
@@ -87,7 +77,9 @@ struct GradSmem {
 };
 } // namespace
 
-int64_t GradKernelConfig::smemBytes() const { return GradSmem(*this).total; }
+int64_t GradKernelConfig::smemBytes() const {
+  return wgmma ? gradWgmmaSmemBytes(*this) : GradSmem(*this).total;
+}
 
 gpu::GPUFuncOp gpu_lowering::buildGradKernel(OpBuilder &ob, Location loc,
                                              gpu::GPUModuleOp module,
@@ -291,7 +283,7 @@ gpu::GPUFuncOp gpu_lowering::buildGradKernel(OpBuilder &ob, Location loc,
             arith::IndexCastOp::create(
                 ib, ib.getI64Type(),
                 arith::MulIOp::create(ib, r, constIdx(ib, 4 * (D + kDqPad))))));
-    ptx(ib,
+    inlinePtx(ib,
         "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [$0], "
         "[$1], $2;\n\tcp.async.bulk.commit_group;",
         ValueRange{dst, src, constI32(ib, 4 * D)}, "l,r,r");
@@ -365,14 +357,14 @@ gpu::GPUFuncOp gpu_lowering::buildGradKernel(OpBuilder &ob, Location loc,
       ib.setInsertionPointToStart(after);
       scf::YieldOp::create(ib, ValueRange{});
     }
-    ptx(ib, "bar.warp.sync -1;", {}, "");
+    inlinePtx(ib, "bar.warp.sync -1;", {}, "");
     for (int64_t r0 = 0; r0 < Br; r0 += 32)
       reduceRow(ib, bh, q0, arith::AddIOp::create(ib, tid, constIdx(ib, r0)));
-    ptx(ib, "cp.async.bulk.wait_group 0;", {}, "");
-    ptx(ib, "bar.warp.sync -1;", {}, "");
+    inlinePtx(ib, "cp.async.bulk.wait_group 0;", {}, "");
+    inlinePtx(ib, "bar.warp.sync -1;", {}, "");
     auto ifFirst = scf::IfOp::create(ib, first, /*withElse=*/false);
     ib.setInsertionPointToStart(ifFirst.thenBlock());
-    ptx(ib,
+    inlinePtx(ib,
         "fence.proxy.async.global;\n\tred.release.gpu.global.add.s32 "
         "[$0], 1;",
         ValueRange{lock}, "l");
@@ -530,7 +522,7 @@ gpu::GPUFuncOp gpu_lowering::buildGradKernel(OpBuilder &ob, Location loc,
         // The previous block's reduction has read the staging tile.
         if (cfg.bulkReduceDq)
           ifReducer(ib, [&] {
-            ptx(ib, "cp.async.bulk.wait_group.read 0;", {}, "");
+            inlinePtx(ib, "cp.async.bulk.wait_group.read 0;", {}, "");
           });
         gpu::BarrierOp::create(ib);
 
@@ -584,7 +576,7 @@ gpu::GPUFuncOp gpu_lowering::buildGradKernel(OpBuilder &ob, Location loc,
                 ib, VectorType::get({2}, f32), ValueRange{dq[i], dq[i + 1]});
             vector::StoreOp::create(ib, pair, dqT, ValueRange{row, col});
           }
-          ptx(ib, "fence.proxy.async.shared::cta;", {}, "");
+          fenceProxyAsyncShared(ib);
         }
         SmallVector<Value> next(dK);
         next.append(dV.begin(), dV.end());
@@ -601,7 +593,7 @@ gpu::GPUFuncOp gpu_lowering::buildGradKernel(OpBuilder &ob, Location loc,
     b.setInsertionPointToStart(ifAny.thenBlock());
     reduceDq(b, arith::SubIOp::create(b, steps, one));
     b.setInsertionPointAfter(ifAny);
-    ifReducer(b, [&] { ptx(b, "cp.async.bulk.wait_group 0;", {}, ""); });
+    ifReducer(b, [&] { inlinePtx(b, "cp.async.bulk.wait_group 0;", {}, ""); });
   }
 
   // Epilogue: the warp's keys that exist; dK takes the scale of the

@@ -41,6 +41,33 @@ gpu_lowering::gradOperandBuffers(AttentionGradOp op) {
   return bufs;
 }
 
+/// Whether the sm_90a kernel takes `cfg` (element type and head dims read)
+/// under `options`; otherwise `why` says why.
+static bool gradWgmmaFits(const GradKernelConfig &cfg,
+                          const GPUKernelOptions &options, const ChipInfo &chip,
+                          std::string &why) {
+  auto fail = [&](const Twine &msg) {
+    why = ("the wgmma flash.attention_grad kernel " + msg).str();
+    return false;
+  };
+  if (!chip.hasWgmma())
+    return fail("needs chip sm_90a");
+  // Whole 64-column panels; dK, dV, Sᵀ and dPᵀ of 64 keys in registers.
+  if (!((cfg.d == 64 && cfg.dv == 64) || (cfg.d == 128 && cfg.dv == 128) ||
+        (cfg.d == 128 && cfg.dv == 64)))
+    return fail("takes D = Dv = 64, D = Dv = 128 or D = 128 with Dv = 64, "
+                "got D = " +
+                Twine(cfg.d) + ", Dv = " + Twine(cfg.dv));
+  if (options.gradDeterministic)
+    return fail("has no grad-deterministic order yet (kernel=mma has)");
+  if (options.gradDq == "atomic")
+    return fail("adds dQ by bulk reductions only (grad-dq=auto or bulk)");
+  if (options.gradBlockK > 0 || options.gradBlockQ > 0)
+    return fail("chooses its own blocks (grad-block-k and grad-block-q are "
+                "the mma kernel's)");
+  return true;
+}
+
 FailureOr<GradKernelConfig>
 gpu_lowering::gradKernelConfig(AttentionGradOp op,
                                const GPUKernelOptions &options,
@@ -49,9 +76,10 @@ gpu_lowering::gradKernelConfig(AttentionGradOp op,
     why = msg.str();
     return failure();
   };
-  if (options.kernel != "auto" && options.kernel != "mma")
-    return fail("flash.attention_grad has the mma kernel only (kernel=auto or "
-                "kernel=mma), got kernel=" +
+  if (options.kernel != "auto" && options.kernel != "mma" &&
+      options.kernel != "wgmma")
+    return fail("flash.attention_grad has the wgmma and mma kernels "
+                "(kernel=auto, wgmma or mma), got kernel=" +
                 options.kernel);
   if (!chip.hasMmaSync())
     return fail("the flash.attention_grad kernel needs sm_80 or newer");
@@ -80,6 +108,21 @@ gpu_lowering::gradKernelConfig(AttentionGradOp op,
     return fail("the flash.attention_grad kernel needs static head dims D "
                 "and Dv that are multiples of 16 up to 128, got D = " +
                 Twine(cfg.d) + ", Dv = " + Twine(cfg.dv));
+  cfg.mask = op.getMaskOrNone();
+  cfg.scale = op.getScale().convertToDouble();
+  std::string wgmmaWhy;
+  bool wgmmaFits = gradWgmmaFits(cfg, options, chip, wgmmaWhy);
+  if (options.kernel == "wgmma" && !wgmmaFits)
+    return fail(wgmmaWhy);
+  if (wgmmaFits && options.kernel != "mma") {
+    cfg.wgmma = true;
+    cfg.blockKeys = 128;
+    // 64 query rows at D = 128 keep Sᵀ, dPᵀ, dK and dV in the consumers'
+    // registers; at D = 64 there is room for 128.
+    cfg.blockQueries = cfg.d == 64 ? 128 : 64;
+    cfg.bulkReduceDq = true;
+    return cfg;
+  }
   cfg.blockKeys = options.gradBlockK > 0 ? options.gradBlockK : 128;
   cfg.blockQueries = options.gradBlockQ > 0 ? options.gradBlockQ : 64;
   // dQ of a block is split over the warps in 16-row tiles and equal column
@@ -91,8 +134,6 @@ gpu_lowering::gradKernelConfig(AttentionGradOp op,
                 " splits dQ's D = " + Twine(cfg.d) + " columns over " +
                 Twine(colSplits) + " warps, which needs D a multiple of " +
                 Twine(16 * colSplits));
-  cfg.mask = op.getMaskOrNone();
-  cfg.scale = op.getScale().convertToDouble();
   if (options.gradDq == "bulk" && chip.sm < 90)
     return fail("grad-dq=bulk needs sm_90 (cp.reduce.async.bulk)");
   cfg.bulkReduceDq = options.gradDq == "bulk" ||
@@ -177,7 +218,9 @@ LogicalResult gpu_lowering::lowerAttentionGrad(RewriterBase &rewriter,
     OpBuilder::InsertionGuard g(rewriter);
     gpu::GPUModuleOp gmod = newKernelModule(rewriter, op);
     prep = buildGradPrepKernel(rewriter, loc, gmod, typesOf(prepArgs));
-    keyBlocks = buildGradKernel(rewriter, loc, gmod, cfg, typesOf(mainArgs));
+    keyBlocks = cfg.wgmma ? buildGradWgmmaKernel(rewriter, loc, gmod, cfg)
+                          : buildGradKernel(rewriter, loc, gmod, cfg,
+                                            typesOf(mainArgs));
     dqKernel = buildGradDqKernel(rewriter, loc, gmod, cfg.scale,
                                  typesOf(dqArgs));
   }
@@ -200,6 +243,18 @@ LogicalResult gpu_lowering::lowerAttentionGrad(RewriterBase &rewriter,
   {
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(ifPositive(kvbhCount, lk).thenBlock());
+    if (cfg.wgmma) {
+      // TMA descriptors of the operands; with no query row, Q and dO are
+      // described by K and V (never read: no query block is visible).
+      auto [q3, do3] = tensorsOrStandIns(b, lq, k, v, q, dO);
+      mainArgs = {tmaDescriptor(b, q3, cfg.blockQueries),
+                  tmaDescriptor(b, k, cfg.blockKeys),
+                  tmaDescriptor(b, v, cfg.blockKeys),
+                  tmaDescriptor(b, do3, cfg.blockQueries)};
+      for (Value m : {lse2, delta, dqAcc, dk, dv})
+        mainArgs.push_back(dataPointer(b, m));
+      mainArgs.append({lq, lk, lqPad, group, kvbhCount});
+    }
     launchOnStream(b, keyBlocks,
                    arith::CeilDivSIOp::create(b, lk, constIdx(b, cfg.blockKeys)),
                    kvbhCount, cfg.threads(), cfg.smemBytes(), mainArgs, stream);

@@ -77,7 +77,7 @@ static NVVM::WGMMATypes wgmmaType(Type t) {
 
 Value gpu_lowering::wgmmaSS(ImplicitLocOpBuilder &b, Value acc, Value descA,
                             Value descB, int64_t n, Type elemType,
-                            bool accumulate) {
+                            bool accumulate, bool transA, bool transB) {
   MLIRContext *ctx = b.getContext();
   auto t = NVVM::WGMMATypesAttr::get(ctx, wgmmaType(elemType));
   return NVVM::WgmmaMmaAsyncOp::create(
@@ -88,8 +88,11 @@ Value gpu_lowering::wgmmaSS(ImplicitLocOpBuilder &b, Value acc, Value descA,
                                                    : NVVM::WGMMAScaleOut::zero),
       NVVM::WGMMAScaleInAttr::get(ctx, NVVM::WGMMAScaleIn::one),
       NVVM::WGMMAScaleInAttr::get(ctx, NVVM::WGMMAScaleIn::one),
-      NVVM::MMALayoutAttr::get(ctx, NVVM::MMALayout::row),
-      NVVM::MMALayoutAttr::get(ctx, NVVM::MMALayout::col),
+      // NVVM's names: A row / B col is K-major, the other one transposed.
+      NVVM::MMALayoutAttr::get(ctx, transA ? NVVM::MMALayout::col
+                                           : NVVM::MMALayout::row),
+      NVVM::MMALayoutAttr::get(ctx, transB ? NVVM::MMALayout::row
+                                           : NVVM::MMALayout::col),
       NVVM::MMAIntOverflowAttr());
 }
 
@@ -155,4 +158,21 @@ Value gpu_lowering::fenceRegisters(ImplicitLocOpBuilder &b, Value acc) {
 
 void gpu_lowering::wgmmaFence(ImplicitLocOpBuilder &b) {
   NVVM::WgmmaFenceAlignedOp::create(b);
+}
+
+void gpu_lowering::inlinePtx(ImplicitLocOpBuilder &b, StringRef text,
+                             ValueRange operands, StringRef constraints) {
+  LLVM::InlineAsmOp::create(
+      b, TypeRange{}, operands, text, constraints, /*has_side_effects=*/true,
+      /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
+      LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
+      ArrayAttr());
+}
+
+void gpu_lowering::fenceProxyAsyncShared(ImplicitLocOpBuilder &b) {
+  inlinePtx(b, "fence.proxy.async.shared::cta;", {}, "");
+}
+
+Value gpu_lowering::sharedAddress32(ImplicitLocOpBuilder &b, Value ptr) {
+  return LLVM::PtrToIntOp::create(b, b.getI32Type(), ptr);
 }

@@ -31,14 +31,25 @@ Value wgmmaDescriptor(ImplicitLocOpBuilder &b, Value ptr, int64_t lboBytes,
                       int64_t sboBytes);
 /// An accumulator of m64nN f32: a struct of N/2 f32 per thread.
 LLVM::LLVMStructType accType(MLIRContext *ctx, int64_t n);
-/// acc (+)= A·B with A and B K-major in shared memory (m64nNk16).
+/// acc (+)= A·B with A and B in shared memory (m64nNk16), K-major unless
+/// transposed (MN-major: A stored [k][m], B stored [k][n]).
 Value wgmmaSS(ImplicitLocOpBuilder &b, Value acc, Value descA, Value descB,
-              int64_t n, Type elemType, bool accumulate);
+              int64_t n, Type elemType, bool accumulate, bool transA = false,
+              bool transB = false);
 /// acc += A·B with A in registers (four packed i32) and B MN-major in shared
 /// memory (m64nNk16). NVVM has no op for register A, so this is inline PTX.
 Value wgmmaRS(ImplicitLocOpBuilder &b, Value acc, ArrayRef<Value> aRegs,
               Value descB, int64_t n, Type elemType);
 void wgmmaFence(ImplicitLocOpBuilder &b);
+/// One PTX statement with side effects, for the instructions NVVM has no op
+/// for (bulk copies and reductions, proxy fences).
+void inlinePtx(ImplicitLocOpBuilder &b, StringRef text, ValueRange operands,
+               StringRef constraints);
+/// Orders this thread's generic-proxy shared-memory writes before the async
+/// proxy's reads (wgmma operands, bulk copies out of shared memory).
+void fenceProxyAsyncShared(ImplicitLocOpBuilder &b);
+/// A shared-memory pointer as the 32-bit address PTX's shared operands take.
+Value sharedAddress32(ImplicitLocOpBuilder &b, Value ptr);
 /// Passes an accumulator through an empty asm statement so that LLVM cannot
 /// move reads of its registers above a preceding wgmma wait.
 Value fenceRegisters(ImplicitLocOpBuilder &b, Value acc);

@@ -185,6 +185,24 @@ gpu::GPUFuncOp buildWgmmaKernel(OpBuilder &b, Location loc,
                                 const KernelConfig &cfg,
                                 const KernelSpec &spec);
 
+//===-- WgmmaLaunch.cpp: host pieces of the TMA kernels --------------------===//
+
+/// A TMA descriptor (device pointer) for boxes of `rows` x 64 elements,
+/// 128-byte swizzled, zeros past the tensor: of [batch·heads, L, D] (box
+/// 1 x rows x 64), or with `packed` of a varlen batch's [tokens, heads, D]
+/// (box rows x 1 x 64: the same rows x 64 tile in shared memory).
+Value tmaDescriptor(ImplicitLocOpBuilder &b, Value m3, int64_t rows,
+                    bool packed = false);
+/// The rank-3 tensors a kernel's TMA descriptors describe: `a` and `b3`, or,
+/// when they have no row (`rows` = 0), the stand-ins, which have the same
+/// inner dims and are never read then (a descriptor needs a non-empty
+/// tensor). Outer sizes dynamic.
+std::pair<Value, Value> tensorsOrStandIns(ImplicitLocOpBuilder &b, Value rows,
+                                          Value standInA, Value standInB,
+                                          Value a, Value b3);
+/// A memref's data as a device pointer (!llvm.ptr).
+Value dataPointer(ImplicitLocOpBuilder &b, Value m);
+
 //===-- MemrefLaunch.cpp: host side of the memref-argument kernels ---------===//
 
 /// What the portable and mma.sync kernels are specialised on.
@@ -408,9 +426,11 @@ struct GradOperandBuffers {
 /// Reads them off the op, or emits why it cannot be lowered.
 FailureOr<GradOperandBuffers> gradOperandBuffers(AttentionGradOp op);
 
-/// How the backward kernel lays out one op (GradKernel.cpp): a CTA owns
-/// `blockKeys` keys of one K/V head (16 per warp) and walks the query
-/// blocks of `blockQueries` rows of every query head of its group.
+/// How the backward kernel lays out one op: a CTA owns `blockKeys` keys of
+/// one K/V head and walks the query blocks of `blockQueries` rows of every
+/// query head of its group. The mma.sync kernel (GradKernel.cpp) gives each
+/// warp 16 keys; the wgmma kernel (GradWgmmaKernel.cpp) a producer
+/// warpgroup and two consumer warpgroups of 64 keys each.
 struct GradKernelConfig {
   Type elem;                  // bf16 or f16
   int64_t d = 0, dv = 0;      // head dims
@@ -418,13 +438,15 @@ struct GradKernelConfig {
   int64_t blockQueries = 64;  // query rows per step
   MaskAttr mask;
   double scale = 1.0;
+  bool wgmma = false;         // the sm_90a kernel
   bool bulkReduceDq = false;  // dQ by bulk reductions (sm_90), else atomics
   bool deterministic = false; // those reductions in key-block order
-  int64_t warps() const { return blockKeys / 16; }
+  int64_t warps() const { return wgmma ? 12 : blockKeys / 16; }
   int64_t threads() const { return 32 * warps(); }
   /// Query-row padding of the f32 side buffers (lse·log2 e, rowsum(dO ∘ O),
-  /// the dQ accumulator), so whole blocks are copied without bounds.
-  static constexpr int64_t kRowPad = 64;
+  /// the dQ accumulator), so whole blocks are copied without bounds: a
+  /// multiple of every kernel's blockQueries.
+  static constexpr int64_t kRowPad = 128;
   int64_t smemBytes() const;
 };
 /// The layout for `op` under `options`, or why the backward kernel cannot
@@ -445,6 +467,15 @@ gpu::GPUFuncOp buildGradKernel(OpBuilder &b, Location loc,
                                gpu::GPUModuleOp module,
                                const GradKernelConfig &cfg,
                                ArrayRef<Type> argTypes);
+/// The sm_90a key-block kernel, `kernel`. Arguments (!llvm.ptr, then index):
+/// TMA descriptors of q, k, v, do ([bh, L, D] views, boxes of
+/// blockQueries / blockKeys rows), lse·log2 e, delta, the dQ accumulator,
+/// dk, dv (as buildGradKernel's), then lq, lk, the padded row count, the
+/// query heads per K/V head and the K/V batch·head count. Same grid.
+gpu::GPUFuncOp buildGradWgmmaKernel(OpBuilder &b, Location loc,
+                                    gpu::GPUModuleOp module,
+                                    const GradKernelConfig &cfg);
+int64_t gradWgmmaSmemBytes(const GradKernelConfig &cfg);
 /// The per-row preprocessing kernel, `prep`: delta, lse·log2 e (+inf for a
 /// row that saw no key and for the padding, so its P is 0) and a zeroed dQ
 /// accumulator. Arguments: o, do, lse, the two row buffers, the accumulator,

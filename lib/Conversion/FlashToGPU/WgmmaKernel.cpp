@@ -343,12 +343,7 @@ void WgmmaConsumer::zeroValueTail(Value t, Value s) {
     LLVM::StoreOp::create(b, zero, smemOffset(b, vBase, toI64(b, byte)),
                           /*alignment=*/16);
   }
-  LLVM::InlineAsmOp::create(
-      b, TypeRange{}, ValueRange{}, "fence.proxy.async.shared::cta;", "",
-      /*has_side_effects=*/true, /*is_align_stack=*/false,
-      LLVM::tailcallkind::TailCallKind::None,
-      LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
-      ArrayAttr());
+  fenceProxyAsyncShared(b);
   // Barriers 1..warpgroups are ping-pong's; this warpgroup's own is past them.
   Value id = arith::AddIOp::create(
       b, toI32(b, c), constI32(b, 1 + cfg.consumerWarpgroups));

@@ -17,12 +17,8 @@ using namespace mlir;
 using namespace mlir::flash;
 using namespace mlir::flash::gpu_lowering;
 
-/// A TMA descriptor (device pointer) for boxes of `rows` x 64 elements: of
-/// [batch·heads, L, D] (box 1 x rows x 64), or with `packed` of a varlen
-/// batch's [tokens, heads, D] (box rows x 1 x 64: the same rows x 64 tile in
-/// shared memory).
-static Value makeTma(ImplicitLocOpBuilder &b, Value m3, int64_t rows,
-                     bool packed = false) {
+Value gpu_lowering::tmaDescriptor(ImplicitLocOpBuilder &b, Value m3,
+                                  int64_t rows, bool packed) {
   MLIRContext *ctx = b.getContext();
   auto t = cast<MemRefType>(m3.getType());
   Type elem = t.getElementType();
@@ -76,21 +72,19 @@ static Value dynamicOuter2(ImplicitLocOpBuilder &b, Value m3) {
       .getResult();
 }
 
-/// The tensors TMA describes as K and V: themselves, or with no key (lk = 0)
-/// Q and O, since a descriptor needs a non-empty tensor and they have the
-/// same inner dims (never read then: no tile is visible).
-static std::pair<Value, Value> keysOrStandIns(ImplicitLocOpBuilder &b, Value lk,
-                                              Value q3, Value o3, Value k3,
-                                              Value v3) {
-  Value noKeys =
-      arith::CmpIOp::create(b, arith::CmpIPredicate::eq, lk, constIdx(b, 0));
-  return {arith::SelectOp::create(b, noKeys, dynamicOuter2(b, q3),
-                                  dynamicOuter2(b, k3)),
-          arith::SelectOp::create(b, noKeys, dynamicOuter2(b, o3),
-                                  dynamicOuter2(b, v3))};
+std::pair<Value, Value>
+gpu_lowering::tensorsOrStandIns(ImplicitLocOpBuilder &b, Value rows,
+                                Value standInA, Value standInB, Value a,
+                                Value b3) {
+  Value none =
+      arith::CmpIOp::create(b, arith::CmpIPredicate::eq, rows, constIdx(b, 0));
+  return {arith::SelectOp::create(b, none, dynamicOuter2(b, standInA),
+                                  dynamicOuter2(b, a)),
+          arith::SelectOp::create(b, none, dynamicOuter2(b, standInB),
+                                  dynamicOuter2(b, b3))};
 }
 
-static Value dataPointer(ImplicitLocOpBuilder &b, Value m) {
+Value gpu_lowering::dataPointer(ImplicitLocOpBuilder &b, Value m) {
   Value p = memref::ExtractAlignedPointerAsIndexOp::create(b, m);
   return LLVM::IntToPtrOp::create(b, LLVM::LLVMPointerType::get(b.getContext()),
                                   toI64(b, p));
@@ -227,12 +221,12 @@ static LogicalResult lowerToWgmmaLaunch(RewriterBase &rewriter, AttentionOp op,
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(ifLaunch.thenBlock());
     Value q3 = collapseBatchDims(b, q, nb);
-    auto [k3, v3] = keysOrStandIns(b, lk, q3, collapseBatchDims(b, o, nb),
+    auto [k3, v3] = tensorsOrStandIns(b, lk, q3, collapseBatchDims(b, o, nb),
                                    collapseBatchDims(b, k, nb),
                                    collapseBatchDims(b, v, nb));
-    SmallVector<Value> args = {makeTma(b, q3, cfg.blockM),
-                               makeTma(b, k3, cfg.blockN),
-                               makeTma(b, v3, cfg.blockN), dataPointer(b, o)};
+    SmallVector<Value> args = {tmaDescriptor(b, q3, cfg.blockM),
+                               tmaDescriptor(b, k3, cfg.blockN),
+                               tmaDescriptor(b, v3, cfg.blockN), dataPointer(b, o)};
     if (op.hasLse())
       args.push_back(dataPointer(b, lse));
     args.append({lq, lk, hkv});
@@ -321,11 +315,11 @@ LogicalResult gpu_lowering::lowerVarlenToWgmmaLaunch(
           .getResult();
     };
     // No key token at all: every sequence has Lk = 0.
-    auto [k3, v3] = keysOrStandIns(b, tk, bufs.q, bufs.out, bufs.k, bufs.v);
+    auto [k3, v3] = tensorsOrStandIns(b, tk, bufs.q, bufs.out, bufs.k, bufs.v);
     SmallVector<Value> args = {
-        makeTma(b, bufs.q, cfg.blockM, /*packed=*/true),
-        makeTma(b, k3, cfg.blockN, /*packed=*/true),
-        makeTma(b, v3, cfg.blockN, /*packed=*/true), dataPointer(b, bufs.out)};
+        tmaDescriptor(b, bufs.q, cfg.blockM, /*packed=*/true),
+        tmaDescriptor(b, k3, cfg.blockN, /*packed=*/true),
+        tmaDescriptor(b, v3, cfg.blockN, /*packed=*/true), dataPointer(b, bufs.out)};
     if (bufs.lse)
       args.push_back(dataPointer(b, bufs.lse));
     args.append({tq, tk, hkv, hq, dynamic1(bufs.cuSeqlensQ),
