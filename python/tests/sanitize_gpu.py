@@ -4,7 +4,7 @@ mask kind and alignment, score_mod with captures (bias=, softcap=, alibi_slopes=
 L = 1, 63, 65, 4097, rows that see no key, the LSE, packed varlen batches with offsets
 outside the tokens, the paged split-KV kernel with block
 tables full of junk entries, and the backward (prep, key blocks, both dQ paths,
-deterministic). Each case also checks its output against float64, so a kernel that did not
+deterministic; the wgmma and mma.sync key-block kernels). Each case also checks its output against float64, so a kernel that did not
 run cannot pass.
 
 Here (compiler):  python3 python/tests/sanitize_gpu.py --prebuild DIR
@@ -84,6 +84,12 @@ CASES = {
     # the backward
     "grad-causal-l100": _c((2, 4, 100, 128), (2, 4, 100, 128), (2, 4, 100, 128), grad=True,
                            causal=True),
+    "grad-mma-causal-l100": _c((2, 4, 100, 128), (2, 4, 100, 128), (2, 4, 100, 128),
+                               grad=True, causal=True, grad_kernel="mma"),
+    "grad-wgmma-gqa-tails": _c((1, 8, 130, 128), (1, 2, 70, 128), (1, 2, 70, 64), grad=True,
+                               causal=True, align="bottom_right"),
+    "grad-wgmma-d64-window": _c((2, 2, 65, 64), (2, 2, 200, 64), (2, 2, 200, 64), grad=True,
+                                window=50),
     "grad-gqa-dv128": _c((2, 2, 500, 64), (2, 2, 300, 64), (2, 2, 300, 128), grad=True,
                          causal=True),
     "grad-no-key-rows": _c((2, 4, 300, 64), (2, 2, 100, 64), (2, 2, 100, 64), grad=True,
