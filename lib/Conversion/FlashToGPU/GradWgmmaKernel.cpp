@@ -215,7 +215,10 @@ gpu::GPUFuncOp gpu_lowering::buildGradWgmmaKernel(OpBuilder &ob, Location loc,
     mbarInit(b, at(b, L.kvFull()), 1);
     for (int64_t s = 0; s < 2; ++s) {
       mbarInit(b, at(b, L.qFull(s)), 1);
-      mbarInit(b, at(b, L.qEmpty(s)), 8); // one arrival per consumer warp
+      // One arrival per consumer thread: each thread's own reads of the
+      // slot (the statistics, by ordinary loads) then happen before the
+      // producer's next fill, which one arrival per warp would not promise.
+      mbarInit(b, at(b, L.qEmpty(s)), 256);
     }
   }
   gpu::BarrierOp::create(b);
@@ -486,15 +489,8 @@ gpu::GPUFuncOp gpu_lowering::buildGradWgmmaKernel(OpBuilder &ob, Location loc,
     dqAccum = fenceRegisters(b, dqAccum);
     dK = fenceRegisters(b, dK);
     dV = fenceRegisters(b, dV);
-    {
-      // Q, dO and the statistics of slot `st` are read: release it.
-      OpBuilder::InsertionGuard gr(b);
-      auto ifLane0 = scf::IfOp::create(
-          b, arith::CmpIOp::create(b, arith::CmpIPredicate::eq, lane, zero),
-          /*withElse=*/false);
-      b.setInsertionPointToStart(ifLane0.thenBlock());
-      mbarArrive(b, at(b, L.qEmpty(0), mul(b, st, 8)));
-    }
+    // Q, dO and the statistics of slot `st` are read: release it.
+    mbarArrive(b, at(b, L.qEmpty(0), mul(b, st, 8)));
 
     // The share of dQ to the staging tile, then one bulk add per row into
     // the accumulator (rows past Lq land in its padding).
