@@ -138,13 +138,8 @@ gpu::GPUFuncOp gpu_lowering::buildGradWgmmaKernel(OpBuilder &ob, Location loc,
   const GradWgmmaSmem L(cfg);
   const DqShare share(cfg);
 
-  // Dynamic shared memory: `extern __shared__ __align__(1024) char smem[]`.
-  auto arrTy = LLVM::LLVMArrayType::get(b.getI8Type(), 0);
-  LLVM::GlobalOp::create(b, arrTy, /*isConstant=*/false,
-                         LLVM::Linkage::External, "flash_smem", Attribute(),
-                         /*alignment=*/1024, /*addrSpace=*/3);
+  declareSwizzledSmem(b);
   auto ptrTy = LLVM::LLVMPointerType::get(ctx);
-  auto sptrTy = LLVM::LLVMPointerType::get(ctx, 3);
   SmallVector<Type> argTypes(9, ptrTy);
   argTypes.append(5, b.getIndexType());
   auto fn = gpu::GPUFuncOp::create(b, "kernel",
@@ -175,13 +170,7 @@ gpu::GPUFuncOp gpu_lowering::buildGradWgmmaKernel(OpBuilder &ob, Location loc,
   Value steps = arith::MulIOp::create(b, nQ, group);
   Value diagOff = maskDiagonalOffset(b, cfg.mask, lq, lk);
 
-  // Align the dynamic shared-memory base to 1024 B (128B-swizzle atoms).
-  Value base = LLVM::AddressOfOp::create(b, sptrTy, "flash_smem");
-  Value baseInt = LLVM::PtrToIntOp::create(b, b.getI64Type(), base);
-  Value aligned = LLVM::AndOp::create(
-      b, LLVM::AddOp::create(b, baseInt, constI64(b, 1023)),
-      constI64(b, ~int64_t(1023)));
-  Value tiles = smemOffset(b, base, LLVM::SubOp::create(b, aligned, baseInt));
+  Value tiles = swizzledSmemBase(b);
   auto at = [&](ImplicitLocOpBuilder &ib, int64_t off, Value dyn = Value()) {
     Value p = smemOffset(ib, tiles, off);
     return dyn ? smemOffset(ib, p, toI64(ib, dyn)) : p;

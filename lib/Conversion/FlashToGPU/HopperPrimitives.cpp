@@ -20,6 +20,22 @@ Value gpu_lowering::smemOffset(ImplicitLocOpBuilder &b, Value base,
   return smemOffset(b, base, constI64(b, bytes));
 }
 
+void gpu_lowering::declareSwizzledSmem(ImplicitLocOpBuilder &b) {
+  auto arrTy = LLVM::LLVMArrayType::get(b.getI8Type(), 0);
+  LLVM::GlobalOp::create(b, arrTy, /*isConstant=*/false,
+                         LLVM::Linkage::External, "flash_smem", Attribute(),
+                         /*alignment=*/1024, /*addrSpace=*/3);
+}
+
+Value gpu_lowering::swizzledSmemBase(ImplicitLocOpBuilder &b) {
+  Value base = LLVM::AddressOfOp::create(
+      b, LLVM::LLVMPointerType::get(b.getContext(), 3), "flash_smem");
+  Value baseInt = LLVM::PtrToIntOp::create(b, b.getI64Type(), base);
+  Value up = LLVM::AddOp::create(b, baseInt, constI64(b, 1023));
+  Value aligned = LLVM::AndOp::create(b, up, constI64(b, ~int64_t(1023)));
+  return smemOffset(b, base, LLVM::SubOp::create(b, aligned, baseInt));
+}
+
 void gpu_lowering::mbarInit(ImplicitLocOpBuilder &b, Value bar,
                             int64_t count) {
   NVVM::MBarrierInitOp::create(b, bar, constI32(b, count), Value());

@@ -16,6 +16,13 @@ namespace mlir::flash::gpu_lowering {
 Value smemOffset(ImplicitLocOpBuilder &b, Value base, Value bytes);
 Value smemOffset(ImplicitLocOpBuilder &b, Value base, int64_t bytes);
 
+/// Declares the module's dynamic shared memory, `extern __shared__
+/// __align__(1024) char flash_smem[]`; `b` at the end of the gpu.module body.
+void declareSwizzledSmem(ImplicitLocOpBuilder &b);
+/// That memory's base rounded up to 1024 B, the 128-byte swizzle's atom
+/// (the launch requests 1 KiB of slack for it).
+Value swizzledSmemBase(ImplicitLocOpBuilder &b);
+
 void mbarInit(ImplicitLocOpBuilder &b, Value bar, int64_t count);
 void mbarWait(ImplicitLocOpBuilder &b, Value bar, Value parityI32);
 void mbarArrive(ImplicitLocOpBuilder &b, Value bar);

@@ -697,14 +697,9 @@ gpu::GPUFuncOp gpu_lowering::buildWgmmaKernel(OpBuilder &ob, Location loc,
   ImplicitLocOpBuilder b(loc, ob);
   b.setInsertionPointToEnd(module.getBody());
 
-  // Dynamic shared memory: `extern __shared__ __align__(1024) char smem[]`.
-  auto arrTy = LLVM::LLVMArrayType::get(b.getI8Type(), 0);
-  LLVM::GlobalOp::create(b, arrTy, /*isConstant=*/false,
-                         LLVM::Linkage::External, "flash_smem", Attribute(),
-                         /*alignment=*/1024, /*addrSpace=*/3);
+  declareSwizzledSmem(b);
 
   auto ptrTy = LLVM::LLVMPointerType::get(ctx);
-  auto sptrTy = LLVM::LLVMPointerType::get(ctx, 3);
   Type idx = b.getIndexType();
   SmallVector<Type> argTypes(4, ptrTy);
   if (spec.hasLse)
@@ -778,13 +773,7 @@ gpu::GPUFuncOp gpu_lowering::buildWgmmaKernel(OpBuilder &ob, Location loc,
   std::tie(env.tBegin, env.tEnd) = visibleTileRange(
       b, spec.mask, env.q0, cfg.blockM, env.lq, env.lk, cfg.blockN);
 
-  // Align the dynamic shared-memory base to 1024 B (128B-swizzle atoms).
-  Value base = LLVM::AddressOfOp::create(b, sptrTy, "flash_smem");
-  Value baseInt = LLVM::PtrToIntOp::create(b, b.getI64Type(), base);
-  Value up = LLVM::AddOp::create(b, baseInt, constI64(b, 1023));
-  Value aligned = LLVM::AndOp::create(b, up, constI64(b, ~int64_t(1023)));
-  Value pad = LLVM::SubOp::create(b, aligned, baseInt);
-  env.tiles = smemOffset(b, base, pad);
+  env.tiles = swizzledSmemBase(b);
 
   const SmemLayout &L = env.layout;
   Value isT0 = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, env.tid,
