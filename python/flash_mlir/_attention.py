@@ -914,13 +914,6 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align=None,
         align = "top_left"
     grads = [x for x in (q, k, v, bias, alibi_slopes) + tuple(score_mod_args) if x is not None]
     if _requires_grad(*grads):
-        if (mods or score_mod is not None) and any(getattr(x, "is_cuda", False) for x in grads):
-            if score_mod is not None:
-                mods = ["score_mod"]
-            raise NotImplementedError(
-                "flash_mlir.attention: gradients with %s= on CUDA tensors are not "
-                "implemented yet (the GPU backward takes no score_mod); detach the inputs "
-                "or call it under torch.no_grad()" % mods[0])
         if out is not None:
             raise ValueError("out= cannot be used when q, k or v require grad")
         from ._autograd import attention_with_grad

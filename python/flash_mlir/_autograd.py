@@ -60,10 +60,15 @@ def _grad_kernel(q, k, v, elt, scale, causal, window, align, pipeline, options, 
             else:
                 from .gpu import KernelLibrary, current_stream_handle
                 lib = KernelLibrary(path)
-                launch = lib.launcher(am.FUNC_NAME + "_grad",
-                                      [q.dim()] * 5 + [q.dim() - 1] + [q.dim()] * 3)
-                device = q.device.index
-                kernel = lambda args: launch(args, current_stream_handle(device), device)
+                index = q.device.index
+                launchers = []
+
+                def kernel(args, lib=lib, index=index, launchers=launchers):
+                    # The captures' ranks are the arguments'; bound on the first call.
+                    if not launchers:
+                        launchers.append(lib.launcher(am.FUNC_NAME + "_grad",
+                                                      [a.dim() for a in args]))
+                    launchers[0](args, current_stream_handle(index), index)
             am._kernels[key] = kernel
     return kernel
 

@@ -96,6 +96,11 @@ CASES = {
                            causal=True, align="bottom_right"),
     "grad-atomic-l65": _c((1, 4, 65, 64), (1, 4, 63, 64), (1, 4, 63, 64), grad=True,
                           grad_dq="atomic", window=20),
+    "grad-wgmma-bias-alibi-tails": _c((1, 4, 130, 128), (1, 2, 70, 128), (1, 2, 70, 128),
+                                      grad=True, bias=(4, 130, 70), alibi=(4,), causal=True,
+                                      align="bottom_right"),
+    "grad-mma-softcap-bias-d96": _c((2, 2, 65, 96), (2, 2, 100, 96), (2, 2, 100, 64),
+                                    grad=True, bias=(2, 2, 65, 100), softcap=5.0),
     "grad-deterministic": _c((1, 4, 257, 128), (1, 2, 257, 128), (1, 2, 257, 128), grad=True,
                              grad_deterministic=True),
 }
@@ -163,14 +168,17 @@ def run(name, c):
                                       c["cu"][0], c["cu"][1], np.zeros(out.shape),
                                       np.zeros((c["q"][1], c["q"][0])), **masks)
     elif c["grad"]:
-        for x in (q, k, v):
+        leaves = [q, k, v] + list(extra.values())
+        for x in leaves:
             x.requires_grad_()
-        out = flash_mlir.attention(q, k, v, **kw)
+        out = flash_mlir.attention(q, k, v, **kw, **extra)
         out.backward(torch.randn(out.shape, device="cuda", dtype=dt, generator=g))
         torch.cuda.synchronize()
-        assert all(torch.isfinite(x.grad).all() for x in (q, k, v)), name
-        ref, _ = attention_ref(*(x.detach().double().cpu().numpy() for x in (q, k, v)),
-                               **masks)
+        assert all(torch.isfinite(x.grad).all() for x in leaves), name
+        ref = None
+        if not extra:
+            ref, _ = attention_ref(*(x.detach().double().cpu().numpy() for x in (q, k, v)),
+                                   **masks)
         out = out.detach()
     else:
         out = flash_mlir.attention(q, k, v, **kw, **extra)

@@ -69,12 +69,56 @@ DEAD_ROWS = _case(2, 4, 2, 300, 100, 64, causal=True, align="bottom_right")
 EMPTY_KEYS = _case(1, 2, 2, 50, 0, 64)
 
 
+
+def _row_temperature(s, b, h, i, j, t):
+    """A traced score_mod whose capture is read per (head, query row): a per-query
+    temperature (an additive per-row term would have no gradient at all)."""
+    return s * t[h, i]
+
+
+# Score modifications on the backward kernels: name -> (case, modification). Every
+# read pattern of a float capture — per score (a full bias), per (query, key) shared by
+# the batch and heads, per key, per (head, query) and per head (ALiBi's slopes) — so
+# its gradient is summed over what the read leaves out; bf16 captures (rounded from the
+# f32 accumulator) and f32 ones; both kernels.
+SCORE_MODS = {
+    "bias-full-gqa-d128": (_case(2, 4, 2, 300, 500, 128), dict(bias=((2, 4, 300, 500),
+                                                                      "bfloat16"))),
+    "bias-shared-causal-d64": (_case(2, 4, 4, 700, 650, 64, causal=True),
+                               dict(bias=((700, 650), "float32"))),
+    "bias-keys-d128-dv64": (_case(2, 4, 4, 257, 500, 128, dv=64),
+                            dict(bias=((2, 1, 1, 500), "float32"))),
+    "softcap-causal-gqa4-d128": (_case(1, 8, 2, 1000, 1100, 128, causal=True,
+                                       align="bottom_right"), dict(softcap=2.0)),
+    "alibi-window-d64-f16": (_case(2, 4, 2, 900, 1100, 64, dtype="float16", window=300,
+                                   align="bottom_right"), dict(slopes=(4,))),
+    "softcap-bias-d96-mma": (_case(1, 4, 4, 333, 555, 96, dv=64),
+                             dict(softcap=3.0, bias=((1, 4, 333, 555), "bfloat16"))),
+    "row-temperature-fn-mma": (_case(2, 4, 2, 400, 300, 64, causal=True, grad_kernel="mma"),
+                               dict(fn=(_row_temperature, (4, 400)))),
+    "row-temperature-fn-d128": (_case(1, 4, 4, 1000, 700, 128), dict(fn=(_row_temperature,
+                                                                        (4, 1000)))),
+}
+
+
 def prebuild_all(cache_dir):
     os.environ["FLASH_MLIR_CACHE_DIR"] = cache_dir
     os.environ.setdefault("CUDA_HOME", "/usr/local/cuda")
     for name, (qs, ks, vs, dtype, kw) in (list(CASES.items()) + list(DETERMINISTIC.items())
                                           + [("dead", DEAD_ROWS), ("empty", EMPTY_KEYS)]):
         print(name, flash_mlir.prebuild(qs, ks, vs, dtype, grad=True, **kw))
+    for name, ((qs, ks, vs, dtype, kw), mod) in SCORE_MODS.items():
+        extra = {}
+        if "bias" in mod:
+            extra["bias"] = mod["bias"]
+        if "softcap" in mod:
+            extra["softcap"] = mod["softcap"]
+        if "slopes" in mod:
+            extra["alibi_slopes"] = mod["slopes"]
+        if "fn" in mod:
+            extra["score_mod"] = mod["fn"][0]
+            extra["score_mod_args"] = [(mod["fn"][1], "float32")]
+        print(name, flash_mlir.prebuild(qs, ks, vs, dtype, grad=True, **kw, **extra))
 
 
 def _allowed(torch, lq, lk, causal=False, window=None, align="top_left", **_):
@@ -155,6 +199,85 @@ def test_gradients_match_sdpa(name):
     allowed = _allowed(torch, q.shape[-2], k.shape[-2], **kw)
     _check(torch, ours, _reference(torch, q, k, v, do, scale, allowed),
            _sdpa(torch, q, k, v, do, scale, allowed))
+
+
+def _modified(torch, s, mod, extras):
+    """The scores after the modification (softcap, then the bias, then ALiBi's
+    - slope·|i + Lk - Lq - j|, as attention() applies them; or the traced fn)."""
+    lq, lk = s.shape[-2:]
+    i = torch.arange(lq, device=s.device)[:, None]
+    j = torch.arange(lk, device=s.device)[None, :]
+    if "softcap" in mod:
+        s = mod["softcap"] * torch.tanh(s / mod["softcap"])
+    if "bias" in mod:
+        s = s + extras["bias"].to(s.dtype)
+    if "slopes" in mod:
+        sl = extras["slopes"].to(s.dtype)
+        s = s - sl.reshape(sl.shape + (1, 1)) * (i + lk - lq - j).abs().to(s.dtype)
+    if "fn" in mod:
+        s = s * extras["fn"].to(s.dtype)[None, :, :, None]
+    return s
+
+
+def _mod_gradients(torch, q, k, v, do, extras, mod, scale, allowed, exact):
+    """Gradients of q, k, v and each extra: float64 throughout when exact, else as an
+    eager program in the input dtype would get them (f32 scores from q, k, P and dP
+    rounded to q's dtype around the value matmul) — the error a caller has without us."""
+    names = list(extras)
+    wt = torch.float64 if exact else torch.float32
+    leaves = [x.detach().to(wt).requires_grad_() for x in (q, k, v)]
+    ex = {n: extras[n].detach().to(wt).requires_grad_() for n in names}
+    qq, kk, vv = leaves
+    g = q.shape[1] // k.shape[1]
+    kk, vv = kk.repeat_interleave(g, 1), vv.repeat_interleave(g, 1)
+    s = _modified(torch, scale * qq @ kk.transpose(-1, -2), mod, ex)
+    if allowed is not None:
+        s = s.masked_fill(~allowed, float("-inf"))
+    p = torch.softmax(s, -1)
+    if not exact:
+        p = p.to(q.dtype).to(wt)
+    o = p @ vv
+    o.backward(do.to(wt))
+    return [x.grad for x in leaves] + [ex[n].grad for n in names]
+
+
+@pytest.mark.parametrize("name", list(SCORE_MODS))
+def test_score_mod_gradients(name):
+    """dq, dk, dv and the float captures' gradients of a modified score, the
+    derivative compiled into the kernels, against float64 with the error of an eager
+    program in the input dtype as the yardstick."""
+    torch = _cuda()
+    (qs, ks, vs, dtype, kw), mod = SCORE_MODS[name]
+    q, k, v, do = _inputs(torch, qs, ks, vs, dtype)
+    g = torch.Generator(device="cuda").manual_seed(int.from_bytes(os.urandom(4), "little"))
+    extras, call = {}, {}
+    if "bias" in mod:
+        shape, bdt = mod["bias"]
+        extras["bias"] = torch.randn(*shape, device="cuda", generator=g).to(getattr(torch, bdt))
+    if "slopes" in mod:
+        extras["slopes"] = torch.rand(*mod["slopes"], device="cuda", generator=g) * 0.2
+    if "fn" in mod:
+        extras["fn"] = 1 + 0.2 * torch.randn(*mod["fn"][1], device="cuda", generator=g)
+    leaves = [x.clone().requires_grad_() for x in (q, k, v)]
+    ext = {n: x.clone().requires_grad_() for n, x in extras.items()}
+    if "bias" in ext:
+        call["bias"] = ext["bias"]
+    if "slopes" in ext:
+        call["alibi_slopes"] = ext["slopes"]
+    if "softcap" in mod:
+        call["softcap"] = mod["softcap"]
+    if "fn" in ext:
+        call["score_mod"], call["score_mod_args"] = mod["fn"][0], (ext["fn"],)
+    o = flash_mlir.attention(*leaves, **kw, **call)
+    o.backward(do)
+    torch.cuda.synchronize()
+    ours = [x.grad for x in leaves] + [ext[n].grad for n in extras]
+    scale = 1 / math.sqrt(q.shape[-1])
+    allowed = _allowed(torch, q.shape[-2], k.shape[-2], **kw)
+    ref = _mod_gradients(torch, q, k, v, do, extras, mod, scale, allowed, exact=True)
+    eager = _mod_gradients(torch, q, k, v, do, extras, mod, scale, allowed, exact=False)
+    eager = [e.to(x.dtype) for e, x in zip(eager, ours)]
+    _check(torch, ours, ref, eager, names=("dq", "dk", "dv") + tuple("d" + n for n in extras))
 
 
 @pytest.mark.parametrize("name", list(DETERMINISTIC))

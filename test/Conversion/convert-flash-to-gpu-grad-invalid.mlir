@@ -53,7 +53,8 @@ func.func @dv40(%q: memref<16x64xf16>, %k: memref<16x64xf16>, %v: memref<16x40xf
 
 // -----
 
-func.func @bias(%q: memref<16x64xbf16>, %k: memref<24x64xbf16>, %v: memref<24x64xbf16>, %o: memref<16x64xbf16>, %do: memref<16x64xbf16>, %lse: memref<16xf32>, %dq: memref<16x64xbf16>, %dk: memref<24x64xbf16>, %dv: memref<24x64xbf16>, %bias: memref<16x24xf32>, %dbias: memref<16x24xf32>) {
+// A capture read other than element-wise: the kernels only load elements.
+func.func @capture_size(%q: memref<16x64xbf16>, %k: memref<24x64xbf16>, %v: memref<24x64xbf16>, %o: memref<16x64xbf16>, %do: memref<16x64xbf16>, %lse: memref<16xf32>, %dq: memref<16x64xbf16>, %dk: memref<24x64xbf16>, %dv: memref<24x64xbf16>, %bias: memref<16x24xf32>, %dbias: memref<16x24xf32>) {
   %q_t = bufferization.to_tensor %q restrict : memref<16x64xbf16> to tensor<16x64xbf16>
   %k_t = bufferization.to_tensor %k restrict : memref<24x64xbf16> to tensor<24x64xbf16>
   %v_t = bufferization.to_tensor %v restrict : memref<24x64xbf16> to tensor<24x64xbf16>
@@ -65,12 +66,17 @@ func.func @bias(%q: memref<16x64xbf16>, %k: memref<24x64xbf16>, %v: memref<24x64
   %dv_t = bufferization.to_tensor %dv restrict writable : memref<24x64xbf16> to tensor<24x64xbf16>
   %bias_t = bufferization.to_tensor %bias restrict : memref<16x24xf32> to tensor<16x24xf32>
   %dbias_t = bufferization.to_tensor %dbias restrict writable : memref<16x24xf32> to tensor<16x24xf32>
-  // expected-error @+1 {{convert-flash-to-gpu: the flash.attention_grad kernel does not take a score_mod yet (lower it with flash-cpu-pipeline)}}
   %r:4 = flash.attention_grad ins(%q_t, %k_t, %v_t, %o_t, %do_t, %lse_t : tensor<16x64xbf16>, tensor<24x64xbf16>, tensor<24x64xbf16>, tensor<16x64xbf16>, tensor<16x64xbf16>, tensor<16xf32>) outs(%dq_t, %dk_t, %dv_t, %dbias_t : tensor<16x64xbf16>, tensor<24x64xbf16>, tensor<24x64xbf16>, tensor<16x24xf32>) captures(%bias_t : tensor<16x24xf32>) scale(0.125)
          score_mod {
          ^bb0(%s: f32, %i: index, %j: index, %bt: tensor<16x24xf32>):
            %x = tensor.extract %bt[%i, %j] : tensor<16x24xf32>
-           %z = arith.addf %s, %x : f32
+           %c1 = arith.constant 1 : index
+           // expected-error @+1 {{convert-flash-to-gpu: a score_mod capture may only be read with tensor.extract at the top level of the region}}
+           %n = tensor.dim %bt, %c1 : tensor<16x24xf32>
+           %ni = arith.index_cast %n : index to i32
+           %nf = arith.sitofp %ni : i32 to f32
+           %y = arith.addf %s, %x : f32
+           %z = arith.addf %y, %nf : f32
            flash.yield %z : f32
          } -> tensor<16x64xbf16>, tensor<24x64xbf16>, tensor<24x64xbf16>, tensor<16x24xf32>
   return

@@ -226,7 +226,7 @@ gpu::GPUFuncOp gpu_lowering::buildGradKernel(OpBuilder &ob, Location loc,
   NVVM::CpAsyncCommitGroupOp::create(b);
 
   Value zf = constF32(b, 0.0);
-  const double scaleLog2 = cfg.scale * M_LOG2E;
+  GradScoreModArgs modArgs = gradScoreModArgs(entry, cfg);
   SmallVector<Value> init(D / 2 + Dv / 2, zf); // dK then dV fragments
   // dQ's share of a warp: 16 query rows × `dqCols` columns.
   const int64_t rowTiles = Br / 16, colSplits = W / rowTiles,
@@ -439,48 +439,45 @@ gpu::GPUFuncOp gpu_lowering::buildGradKernel(OpBuilder &ob, Location loc,
           return xs;
         };
         SmallVector<Value> lseCols = pairs(lseT), deltaCols = pairs(deltaT);
-        SmallVector<Value> negLse;
-        for (Value x : lseCols)
-          negLse.push_back(arith::NegFOp::create(ib, x));
         auto colOf = [](size_t i) { return 2 * (i / 4) + i % 2; };
+        SmallVector<Value> batchIdx;
+        if (cfg.scoreMod)
+          batchIdx = batchIndices(ib, bh, modArgs.batchSizes);
 
-        // Pᵀ, with the element mask only where the warp's keys cross Lk or
-        // a mask edge for this query block.
+        // Pᵀ and dSᵀ, with the element mask only where the warp's keys
+        // cross Lk or a mask edge for this query block.
         Value needsMask = tileNeedsElementMask(
             ib, cfg.mask, arith::AddIOp::create(ib, k0, kw0), 16, q0,
             arith::AddIOp::create(ib, q0, constIdx(ib, Br - 1)), lk, diagOff);
+        const size_t n = s.size();
         auto ifMask = scf::IfOp::create(
-            ib, SmallVector<Type>(s.size(), f32), needsMask,
+            ib, SmallVector<Type>(2 * n, f32), needsMask,
             /*withElseRegion=*/true);
         for (bool masked : {true, false}) {
           OpBuilder::InsertionGuard gd(ib);
           ib.setInsertionPointToStart(masked ? ifMask.thenBlock()
                                              : ifMask.elseBlock());
-          SmallVector<Value> p;
-          for (size_t i = 0; i < s.size(); ++i) {
-            Value x = exp2Approx(
-                ib, math::FmaOp::create(ib, s[i], constF32(ib, scaleLog2),
-                                        negLse[colOf(i)]));
-            if (masked) {
-              Value query = arith::AddIOp::create(
-                  ib, q0,
-                  arith::AddIOp::create(
-                      ib, t2,
-                      constIdx(ib, AccumulatorLayout::column(i))));
-              Value ok = scoreAllowed(ib, cfg.mask, query,
-                                      keys[AccumulatorLayout::rowHalf(i)], lq,
-                                      lk);
-              x = arith::SelectOp::create(ib, ok, x, zf);
-            }
-            p.push_back(x);
+          GradFragment frag(cfg, &modArgs, batchIdx, lq, lk, masked);
+          SmallVector<Value> p(n), ds(n);
+          for (size_t i = 0; i < n; ++i) {
+            Value query = arith::AddIOp::create(
+                ib, q0,
+                arith::AddIOp::create(
+                    ib, t2, constIdx(ib, AccumulatorLayout::column(i))));
+            int64_t h = AccumulatorLayout::rowHalf(i);
+            GradFragment::Element e =
+                frag.element(ib, s[i], dp[i], lseCols[colOf(i)],
+                             deltaCols[colOf(i)], keys[h], query, h, colOf(i));
+            p[i] = e.p;
+            ds[i] = e.ds;
           }
-          scf::YieldOp::create(ib, p);
+          frag.flush(ib);
+          SmallVector<Value> both(p);
+          both.append(ds);
+          scf::YieldOp::create(ib, both);
         }
-        SmallVector<Value> p(ifMask.getResults());
-        SmallVector<Value> ds;
-        for (size_t i = 0; i < p.size(); ++i)
-          ds.push_back(arith::MulFOp::create(
-              ib, p[i], arith::SubFOp::create(ib, dp[i], deltaCols[colOf(i)])));
+        SmallVector<Value> p(ifMask.getResults().take_front(n)),
+            ds(ifMask.getResults().drop_front(n));
 
         // dV += Pᵀ dO and dK += dSᵀ Q: the registers as A fragments, B the
         // block's rows by ldmatrix with transpose.

@@ -38,7 +38,40 @@ gpu_lowering::gradOperandBuffers(AttentionGradOp op) {
       return failure();
     *dst = *m;
   }
+  for (Value c : op.getCaptures()) {
+    FailureOr<Value> m = deviceBuffer(op, c, "capture");
+    if (failed(m))
+      return failure();
+    bufs.captures.push_back(*m);
+  }
+  for (Value init : op.getInits().drop_front(3)) {
+    FailureOr<Value> m = deviceBuffer(op, init, "capture gradient init");
+    if (failed(m))
+      return failure();
+    bufs.captureGrads.push_back(*m);
+  }
+  if (op.hasScoreMod() &&
+      failed(checkCaptureReads(op.getScoreMod(), op.getNumBatchDims())))
+    return failure();
   return bufs;
+}
+
+/// `m` (contiguous) as a 1-D memref<?x...>.
+static Value flatView(ImplicitLocOpBuilder &b, Value m) {
+  auto t = cast<MemRefType>(m.getType());
+  Value flat = m;
+  if (t.getRank() == 0) {
+    flat = memref::ExpandShapeOp::create(
+        b, MemRefType::get({1}, t.getElementType()), m,
+        ArrayRef<ReassociationIndices>{}, ArrayRef<OpFoldResult>{b.getIndexAttr(1)});
+  } else if (t.getRank() > 1) {
+    ReassociationIndices all;
+    for (int64_t d = 0; d < t.getRank(); ++d)
+      all.push_back(d);
+    flat = memref::CollapseShapeOp::create(b, m, ArrayRef<ReassociationIndices>{all});
+  }
+  return memref::CastOp::create(
+      b, MemRefType::get({ShapedType::kDynamic}, t.getElementType()), flat);
 }
 
 /// Whether the sm_90a kernel takes `cfg` (element type and head dims read)
@@ -83,11 +116,14 @@ gpu_lowering::gradKernelConfig(AttentionGradOp op,
                 options.kernel);
   if (!chip.hasMmaSync())
     return fail("the flash.attention_grad kernel needs sm_80 or newer");
-  if (op.hasScoreMod() || !op.getCaptures().empty())
-    return fail("the flash.attention_grad kernel does not take a score_mod "
-                "yet (lower it with flash-cpu-pipeline)");
   int64_t nb = op.getNumBatchDims();
   GradKernelConfig cfg;
+  if (op.hasScoreMod()) {
+    cfg.scoreMod = &op.getScoreMod();
+    for (Value c : op.getCaptures())
+      cfg.captureHasGrad.push_back(
+          isa<FloatType>(cast<ShapedType>(c.getType()).getElementType()));
+  }
   cfg.elem = op.getQueryType().getElementType();
   if (!cfg.elem.isBF16() && !cfg.elem.isF16())
     return fail("the flash.attention_grad kernel needs bf16 or f16 operands");
@@ -152,7 +188,8 @@ gpu_lowering::gradKernelConfig(AttentionGradOp op,
 LogicalResult gpu_lowering::lowerAttentionGrad(RewriterBase &rewriter,
                                                AttentionGradOp op,
                                                const GradOperandBuffers &bufs,
-                                               const GradKernelConfig &cfg) {
+                                               const GradKernelConfig &layout) {
+  GradKernelConfig cfg = layout;
   MLIRContext *ctx = op.getContext();
   Location loc = op.getLoc();
   Value stream = streamArgument(op);
@@ -206,6 +243,35 @@ LogicalResult gpu_lowering::lowerAttentionGrad(RewriterBase &rewriter,
     mainArgs.push_back(locks);
     sideBuffers.push_back(locks);
   }
+  // A score_mod's operands (GradScoreModArgs): the captures, an f32
+  // gradient accumulator per float capture (its destination when that is
+  // f32, else a side buffer rounded into it after the key blocks), zeroed
+  // on the stream, and the query's batch sizes.
+  SmallVector<Value> scoreModArgs, roundedGrads;
+  if (cfg.scoreMod) {
+    scoreModArgs.append(bufs.captures.begin(), bufs.captures.end());
+    for (Value dst : bufs.captureGrads) {
+      auto t = cast<MemRefType>(dst.getType());
+      Value acc = dst;
+      if (!t.getElementType().isF32()) {
+        SmallVector<Value> sizes;
+        for (int64_t d = 0; d < t.getRank(); ++d)
+          if (t.isDynamicDim(d))
+            sizes.push_back(memref::DimOp::create(b, dst, d));
+        acc = alloc(MemRefType::get(t.getShape(), f32), sizes);
+        roundedGrads.push_back(acc);
+        sideBuffers.push_back(acc);
+      }
+      gpu::MemsetOp::create(b, gpu::AsyncTokenType::get(ctx),
+                            ValueRange{token}, acc, constF32(b, 0.0));
+      scoreModArgs.push_back(acc);
+    }
+    for (int64_t d = 0; d < nb; ++d)
+      scoreModArgs.push_back(memref::DimOp::create(b, bufs.q, d));
+    for (Value x : scoreModArgs)
+      cfg.scoreModArgTypes.push_back(x.getType());
+    mainArgs.append(scoreModArgs);
+  }
   SmallVector<Value> dqArgs = {dqAcc, dq, bhCount};
   auto typesOf = [](ArrayRef<Value> vs) {
     SmallVector<Type> ts;
@@ -213,7 +279,18 @@ LogicalResult gpu_lowering::lowerAttentionGrad(RewriterBase &rewriter,
       ts.push_back(x.getType());
     return ts;
   };
+  // The rounded capture gradients, flat.
+  SmallVector<std::pair<Value, Value>> rounds;
+  {
+    size_t r = 0;
+    for (Value dst : bufs.captureGrads) {
+      if (cast<MemRefType>(dst.getType()).getElementType().isF32())
+        continue;
+      rounds.push_back({flatView(b, roundedGrads[r++]), flatView(b, dst)});
+    }
+  }
   gpu::GPUFuncOp prep, keyBlocks, dqKernel;
+  SmallVector<gpu::GPUFuncOp> roundKernels;
   {
     OpBuilder::InsertionGuard g(rewriter);
     gpu::GPUModuleOp gmod = newKernelModule(rewriter, op);
@@ -223,6 +300,9 @@ LogicalResult gpu_lowering::lowerAttentionGrad(RewriterBase &rewriter,
                                             typesOf(mainArgs));
     dqKernel = buildGradDqKernel(rewriter, loc, gmod, cfg.scale,
                                  typesOf(dqArgs));
+    for (auto [src, dst] : rounds)
+      roundKernels.push_back(
+          buildRoundKernel(rewriter, loc, gmod, {src.getType(), dst.getType()}));
   }
 
   auto ifPositive = [&](Value x, Value y) {
@@ -254,6 +334,7 @@ LogicalResult gpu_lowering::lowerAttentionGrad(RewriterBase &rewriter,
       for (Value m : {lse2, delta, dqAcc, dk, dv})
         mainArgs.push_back(dataPointer(b, m));
       mainArgs.append({lq, lk, lqPad, group, kvbhCount});
+      mainArgs.append(scoreModArgs);
     }
     launchOnStream(b, keyBlocks,
                    arith::CeilDivSIOp::create(b, lk, constIdx(b, cfg.blockKeys)),
@@ -268,12 +349,22 @@ LogicalResult gpu_lowering::lowerAttentionGrad(RewriterBase &rewriter,
         arith::CeilDivSIOp::create(b, elems, constIdx(b, kGradDqPerBlock)),
         bhCount, kGradDqPerBlock / 4, 0, dqArgs, stream);
   }
+  for (auto [kernel, bufPair] : llvm::zip(roundKernels, rounds)) {
+    Value n = memref::DimOp::create(b, bufPair.first, 0);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(ifPositive(n, one).thenBlock());
+    launchOnStream(b, kernel,
+                   arith::CeilDivSIOp::create(b, n, constIdx(b, kRoundThreads)),
+                   one, kRoundThreads, 0, {bufPair.first, bufPair.second},
+                   stream);
+  }
   for (Value m : sideBuffers)
     gpu::DeallocOp::create(b, gpu::AsyncTokenType::get(ctx), ValueRange{token},
                            m);
 
   SmallVector<Value> results;
-  Value dests[] = {bufs.dq, bufs.dk, bufs.dv};
+  SmallVector<Value> dests = {bufs.dq, bufs.dk, bufs.dv};
+  dests.append(bufs.captureGrads);
   for (auto [m, t] : llvm::zip(dests, op->getResultTypes()))
     results.push_back(bufferization::ToTensorOp::create(
         b, t, m, /*restrict=*/true, /*writable=*/true));

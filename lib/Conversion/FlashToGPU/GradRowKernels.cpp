@@ -165,3 +165,33 @@ gpu::GPUFuncOp gpu_lowering::buildGradDqKernel(OpBuilder &ob, Location loc,
   gpu::ReturnOp::create(b);
   return fn;
 }
+
+gpu::GPUFuncOp gpu_lowering::buildRoundKernel(OpBuilder &ob, Location loc,
+                                              gpu::GPUModuleOp module,
+                                              ArrayRef<Type> argTypes) {
+  ImplicitLocOpBuilder b(loc, ob);
+  b.setInsertionPointToEnd(module.getBody());
+  gpu::GPUFuncOp fn =
+      createMemrefKernelFunc(b, argTypes, {}, {}, kRoundThreads, "round");
+  Block &entry = fn.getBody().front();
+  b.setInsertionPointToStart(&entry);
+  Value src = entry.getArgument(0), dst = entry.getArgument(1);
+  Type elem = cast<MemRefType>(dst.getType()).getElementType();
+  Value e = arith::AddIOp::create(
+      b,
+      arith::MulIOp::create(b, gpu::BlockIdOp::create(b, gpu::Dimension::x),
+                            constIdx(b, kRoundThreads)),
+      gpu::ThreadIdOp::create(b, gpu::Dimension::x));
+  auto ifIn = scf::IfOp::create(
+      b,
+      arith::CmpIOp::create(b, arith::CmpIPredicate::slt, e,
+                            memref::DimOp::create(b, dst, 0)),
+      /*withElse=*/false);
+  b.setInsertionPointToStart(ifIn.thenBlock());
+  Value x = memref::LoadOp::create(b, src, ValueRange{e});
+  memref::StoreOp::create(b, arith::TruncFOp::create(b, elem, x), dst,
+                          ValueRange{e});
+  b.setInsertionPointAfter(ifIn);
+  gpu::ReturnOp::create(b);
+  return fn;
+}

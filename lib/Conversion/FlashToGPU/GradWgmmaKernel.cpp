@@ -142,6 +142,7 @@ gpu::GPUFuncOp gpu_lowering::buildGradWgmmaKernel(OpBuilder &ob, Location loc,
   auto ptrTy = LLVM::LLVMPointerType::get(ctx);
   SmallVector<Type> argTypes(9, ptrTy);
   argTypes.append(5, b.getIndexType());
+  argTypes.append(cfg.scoreModArgTypes.begin(), cfg.scoreModArgTypes.end());
   auto fn = gpu::GPUFuncOp::create(b, "kernel",
                                    FunctionType::get(ctx, argTypes, {}));
   fn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
@@ -160,6 +161,7 @@ gpu::GPUFuncOp gpu_lowering::buildGradWgmmaKernel(OpBuilder &ob, Location loc,
         dvPtr = entry.getArgument(8), lq = entry.getArgument(9),
         lk = entry.getArgument(10), lqPad = entry.getArgument(11),
         group = entry.getArgument(12), kvbhCount = entry.getArgument(13);
+  GradScoreModArgs modArgs = gradScoreModArgs(entry, cfg);
 
   Value zero = constIdx(b, 0), one = constIdx(b, 1);
   Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
@@ -324,7 +326,6 @@ gpu::GPUFuncOp gpu_lowering::buildGradWgmmaKernel(OpBuilder &ob, Location loc,
 
   auto dkType = accType(ctx, D), dvType = accType(ctx, Dv),
        sType = accType(ctx, Br), dqType = accType(ctx, share.cols);
-  Value scaleLog2 = constF32(b, cfg.scale * M_LOG2E);
   auto loop = scf::ForOp::create(
       b, zero, steps, one,
       ValueRange{LLVM::ZeroOp::create(b, dkType), LLVM::ZeroOp::create(b, dvType)});
@@ -375,6 +376,9 @@ gpu::GPUFuncOp gpu_lowering::buildGradWgmmaKernel(OpBuilder &ob, Location loc,
     // Pᵀ and dSᵀ, with the element mask only where the warpgroup's keys
     // cross Lk or a mask edge of this query block. The statistics are read
     // per 8 columns where they are used, not held for the whole tile.
+    SmallVector<Value> batchIdx;
+    if (cfg.scoreMod)
+      batchIdx = batchIndices(b, bh, modArgs.batchSizes);
     const int64_t n = Br / 2;
     Value needsMask = tileNeedsElementMask(b, cfg.mask, wgKey0, kWgKeys, q0,
                                            add(b, q0, constIdx(b, Br - 1)),
@@ -385,34 +389,27 @@ gpu::GPUFuncOp gpu_lowering::buildGradWgmmaKernel(OpBuilder &ob, Location loc,
       OpBuilder::InsertionGuard gm(b);
       b.setInsertionPointToStart(masked ? ifMask.thenBlock()
                                         : ifMask.elseBlock());
+      GradFragment frag(cfg, &modArgs, batchIdx, lq, lk, masked);
       SmallVector<Value> p(n), ds(n);
       for (int64_t n8 = 0; n8 < Br / 8; ++n8) {
         auto lsePair = colPair(L.lse, n8);
         auto deltaPair = colPair(L.delta, n8);
         for (int64_t e = 0; e < 4; ++e) {
           int64_t i = 4 * n8 + e;
-          Value lse = e % 2 ? lsePair.second : lsePair.first;
-          Value dlt = e % 2 ? deltaPair.second : deltaPair.first;
-          Value s = LLVM::ExtractValueOp::create(b, sAcc, i);
-          Value x = exp2Approx(b, math::FmaOp::create(
-                                      b, s, scaleLog2,
-                                      arith::NegFOp::create(b, lse)));
-          if (masked) {
-            Value query =
-                add(b, q0, add(b, laneColL,
-                               constIdx(b, AccumulatorLayout::column(i))));
-            Value ok = scoreAllowed(b, cfg.mask, query,
-                                    keys[AccumulatorLayout::rowHalf(i)], lq,
-                                    lk);
-            x = arith::SelectOp::create(b, ok, x, constF32(b, 0.0));
-          }
-          p[i] = x;
-          ds[i] = arith::MulFOp::create(
-              b, x,
-              arith::SubFOp::create(
-                  b, LLVM::ExtractValueOp::create(b, dpAcc, i), dlt));
+          int64_t h = AccumulatorLayout::rowHalf(i);
+          Value query = add(
+              b, q0, add(b, laneColL, constIdx(b, AccumulatorLayout::column(i))));
+          GradFragment::Element el = frag.element(
+              b, LLVM::ExtractValueOp::create(b, sAcc, i),
+              LLVM::ExtractValueOp::create(b, dpAcc, i),
+              e % 2 ? lsePair.second : lsePair.first,
+              e % 2 ? deltaPair.second : deltaPair.first, keys[h], query, h,
+              2 * n8 + e % 2);
+          p[i] = el.p;
+          ds[i] = el.ds;
         }
       }
+      frag.flush(b);
       SmallVector<Value> both(p);
       both.append(ds);
       scf::YieldOp::create(b, both);

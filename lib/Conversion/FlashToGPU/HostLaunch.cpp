@@ -72,18 +72,23 @@ FailureOr<OperandBuffers> gpu_lowering::operandBuffers(AttentionOp op) {
       return failure();
     bufs.captures.push_back(*m);
   }
-  if (op.hasScoreMod()) {
-    // Captures may only be read element-wise, at the top of the region.
-    Block &body = op.getScoreMod().front();
-    for (BlockArgument arg :
-         body.getArguments().drop_front(3 + op.getNumBatchDims()))
-      for (Operation *user : arg.getUsers())
-        if (!isa<tensor::ExtractOp>(user) || user->getBlock() != &body)
-          return user->emitOpError(
-              "convert-flash-to-gpu: a score_mod capture may only be read "
-              "with tensor.extract at the top level of the region");
-  }
+  if (op.hasScoreMod() &&
+      failed(checkCaptureReads(op.getScoreMod(), op.getNumBatchDims())))
+    return failure();
   return bufs;
+}
+
+LogicalResult gpu_lowering::checkCaptureReads(Region &scoreMod,
+                                              int64_t numBatchDims) {
+  // The kernels load a capture element by element (loadCapture).
+  Block &body = scoreMod.front();
+  for (BlockArgument arg : body.getArguments().drop_front(3 + numBatchDims))
+    for (Operation *user : arg.getUsers())
+      if (!isa<tensor::ExtractOp>(user) || user->getBlock() != &body)
+        return user->emitOpError(
+            "convert-flash-to-gpu: a score_mod capture may only be read "
+            "with tensor.extract at the top level of the region");
+  return success();
 }
 
 /// The buffer behind each named tensor operand (skipping null ones), into

@@ -419,9 +419,15 @@ bool pagedAttentionSupported(PagedAttentionOp op,
 //===-- Grad*.cpp: flash.attention_grad -----------------------------------===//
 
 /// The memrefs behind a flash.attention_grad's tensor operands.
+/// Whether every read of a capture in `scoreMod` is a top-level
+/// tensor.extract, which the kernels turn into loads; otherwise emits why.
+LogicalResult checkCaptureReads(Region &scoreMod, int64_t numBatchDims);
+
 struct GradOperandBuffers {
-  Value q, k, v, o, dO, lse; // inputs
-  Value dq, dk, dv;          // destinations
+  Value q, k, v, o, dO, lse;       // inputs
+  SmallVector<Value> captures;     // the score_mod's, in order
+  Value dq, dk, dv;                // destinations
+  SmallVector<Value> captureGrads; // one per float capture, in order
 };
 /// Reads them off the op, or emits why it cannot be lowered.
 FailureOr<GradOperandBuffers> gradOperandBuffers(AttentionGradOp op);
@@ -441,6 +447,12 @@ struct GradKernelConfig {
   bool wgmma = false;         // the sm_90a kernel
   bool bulkReduceDq = false;  // dQ by bulk reductions (sm_90), else atomics
   bool deterministic = false; // those reductions in key-block order
+  /// With a score_mod: the region (not owned), whether each capture has a
+  /// gradient, and the types of the kernels' trailing arguments for it
+  /// (gradScoreModArgs).
+  Region *scoreMod = nullptr;
+  SmallVector<bool> captureHasGrad;
+  SmallVector<Type> scoreModArgTypes;
   int64_t warps() const { return wgmma ? 12 : blockKeys / 16; }
   int64_t threads() const { return 32 * warps(); }
   /// Query-row padding of the f32 side buffers (lse·log2 e, rowsum(dO ∘ O),
@@ -456,13 +468,66 @@ FailureOr<GradKernelConfig> gradKernelConfig(AttentionGradOp op,
                                              const ChipInfo &chip,
                                              std::string &why);
 
+/// A score_mod's operands in a key-block kernel, its trailing arguments:
+/// the captures' memrefs, the f32 gradient accumulator of each capture that
+/// has a gradient (zeroed before the launch; null here for the others) and
+/// the query's batch sizes (index), from which a step's batch·head gives
+/// the region's batch indices.
+struct GradScoreModArgs {
+  Region *region = nullptr;
+  SmallVector<Value> captures, grads, batchSizes;
+};
+GradScoreModArgs gradScoreModArgs(Block &entry, const GradKernelConfig &cfg);
+
+/// Pᵀ and dSᵀ of a key-block kernel's score fragment (rows = keys,
+/// columns = queries), one element at a time, shared by both kernels:
+///   P  = 2^(score_mod(scale·S)·log2 e − lse·log2 e)  (the element mask
+///        applied when `masked`),
+///   dS = P ∘ (dP − delta) · d score_mod/dt,
+/// and each float capture read's dS·∂score_mod/∂c gathered for flush().
+class GradFragment {
+public:
+  /// `mod` null without a score_mod; `batchIdx` the step's batch indices.
+  GradFragment(const GradKernelConfig &cfg, const GradScoreModArgs *mod,
+               ArrayRef<Value> batchIdx, Value lq, Value lk, bool masked);
+  struct Element {
+    Value p, ds;
+  };
+  /// Element (key, query) with score s, dP value dp and its query's
+  /// lse·log2 e and delta. `keySlot` and `querySlot` number the thread's
+  /// distinct keys and queries: elements that share one share the index.
+  Element element(ImplicitLocOpBuilder &b, Value s, Value dp, Value lse2,
+                  Value delta, Value key, Value query, int64_t keySlot,
+                  int64_t querySlot);
+  /// Adds the gathered capture gradients to their accumulators, summed
+  /// first over the elements that read one capture element (and over the
+  /// warp where all of its lanes read the same one). The warp must be
+  /// converged.
+  void flush(ImplicitLocOpBuilder &b);
+
+private:
+  const GradKernelConfig &cfg;
+  const GradScoreModArgs *mod;
+  SmallVector<Value> batchIdx;
+  Value lq, lk;
+  bool masked;
+  struct Pending {
+    unsigned capture;
+    SmallVector<Value> indices;
+    Value sum;
+    bool wholeWarp;
+  };
+  SmallVector<std::pair<std::tuple<unsigned, int64_t, int64_t>, Pending>>
+      pending;
+};
+
 /// The key-block kernel, `kernel`. Arguments: q, k, v, do ([bh, L, D]
 /// memrefs, dynamic outer sizes), lse·log2 e and delta = rowsum(dO ∘ O)
 /// ([bh, Lq padded] f32), the dQ accumulator ([bh, Lq padded, D] f32, added
 /// to atomically), dk, dv, the query heads per K/V head and the K/V
 /// batch·head count, then with `deterministic` the per-(bh, query block)
-/// turn counters ([bh, Lq padded] i32, zeroed by prep). grid = (key blocks,
-/// K/V batch·heads).
+/// turn counters ([bh, Lq padded] i32, zeroed by prep), then a score_mod's
+/// (GradScoreModArgs). grid = (key blocks, K/V batch·heads).
 gpu::GPUFuncOp buildGradKernel(OpBuilder &b, Location loc,
                                gpu::GPUModuleOp module,
                                const GradKernelConfig &cfg,
@@ -471,7 +536,8 @@ gpu::GPUFuncOp buildGradKernel(OpBuilder &b, Location loc,
 /// TMA descriptors of q, k, v, do ([bh, L, D] views, boxes of
 /// blockQueries / blockKeys rows), lse·log2 e, delta, the dQ accumulator,
 /// dk, dv (as buildGradKernel's), then lq, lk, the padded row count, the
-/// query heads per K/V head and the K/V batch·head count. Same grid.
+/// query heads per K/V head and the K/V batch·head count, then a
+/// score_mod's (GradScoreModArgs). Same grid.
 gpu::GPUFuncOp buildGradWgmmaKernel(OpBuilder &b, Location loc,
                                     gpu::GPUModuleOp module,
                                     const GradKernelConfig &cfg);
@@ -491,6 +557,12 @@ constexpr int64_t kGradDqPerBlock = 4 * 128;
 gpu::GPUFuncOp buildGradDqKernel(OpBuilder &b, Location loc,
                                  gpu::GPUModuleOp module, double scale,
                                  ArrayRef<Type> argTypes);
+/// The rounding of a capture's f32 gradient, `round`: dst = src in dst's
+/// element type, both flat [n]. grid = ceil(n / kRoundThreads) CTAs.
+constexpr int64_t kRoundThreads = 256;
+gpu::GPUFuncOp buildRoundKernel(OpBuilder &b, Location loc,
+                                gpu::GPUModuleOp module,
+                                ArrayRef<Type> argTypes);
 /// Replaces `op` by the side buffers and the three launches.
 LogicalResult lowerAttentionGrad(RewriterBase &rewriter, AttentionGradOp op,
                                  const GradOperandBuffers &bufs,

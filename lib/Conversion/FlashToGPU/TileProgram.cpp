@@ -70,19 +70,26 @@ HeadIndices gpu_lowering::headIndices(ImplicitLocOpBuilder &b, Value bh,
   Value h = arith::RemUIOp::create(b, bh, hq);
   r.kvbh = arith::AddIOp::create(b, arith::MulIOp::create(b, outer, hkv),
                                  arith::DivUIOp::create(b, h, group));
-  if (!withBatchIndices)
-    return r;
-  r.batchIdx.resize(nb);
+  if (withBatchIndices)
+    r.batchIdx = batchIndices(b, bh, batchSizes);
+  return r;
+}
+
+SmallVector<Value> gpu_lowering::batchIndices(ImplicitLocOpBuilder &b,
+                                              Value bh,
+                                              ArrayRef<Value> batchSizes) {
+  int64_t nb = batchSizes.size();
+  SmallVector<Value> idx(nb);
   Value rest = bh;
   for (int64_t d = nb - 1; d >= 0; --d) {
     if (d == 0) {
-      r.batchIdx[d] = rest;
+      idx[d] = rest;
       break;
     }
-    r.batchIdx[d] = arith::RemUIOp::create(b, rest, batchSizes[d]);
+    idx[d] = arith::RemUIOp::create(b, rest, batchSizes[d]);
     rest = arith::DivUIOp::create(b, rest, batchSizes[d]);
   }
-  return r;
+  return idx;
 }
 
 Value gpu_lowering::product(ImplicitLocOpBuilder &b, ArrayRef<Value> sizes) {
@@ -307,14 +314,23 @@ Value gpu_lowering::inlineScoreMod(ImplicitLocOpBuilder &b, Region &scoreMod,
         SmallVector<Value> idx;
         for (Value v : ex.getIndices())
           idx.push_back(map.lookup(v));
-        Value mem = captures[arg.getArgNumber() - firstCapture];
-        map.map(ex.getResult(), memref::LoadOp::create(b, mem, idx));
+        map.map(ex.getResult(), loadCapture(b, captures, ex, idx));
         continue;
       }
     }
     b.clone(op, map);
   }
   return map.lookup(body.getTerminator()->getOperand(0));
+}
+
+Value gpu_lowering::loadCapture(OpBuilder &b, ArrayRef<Value> captures,
+                                tensor::ExtractOp read, ValueRange indices) {
+  auto arg = cast<BlockArgument>(read.getTensor());
+  Block *body = arg.getOwner();
+  // The captures are the region's last arguments.
+  unsigned first = body->getNumArguments() - captures.size();
+  return memref::LoadOp::create(b, read.getLoc(),
+                                captures[arg.getArgNumber() - first], indices);
 }
 
 Value gpu_lowering::collapseBatchDims(ImplicitLocOpBuilder &b, Value m,

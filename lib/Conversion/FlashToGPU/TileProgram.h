@@ -65,6 +65,10 @@ HeadIndices headIndices(ImplicitLocOpBuilder &b, Value bh,
                         ArrayRef<Value> batchSizes, Value hkv,
                         bool withBatchIndices);
 
+/// `bh` delinearised over the batch dims of sizes `batchSizes`.
+SmallVector<Value> batchIndices(ImplicitLocOpBuilder &b, Value bh,
+                                ArrayRef<Value> batchSizes);
+
 /// Launches spread their batch·head axis over grid.y and grid.z, because
 /// grid.y stops at 65535 (launchOnStream); this is the CTA's index along
 /// that axis, y + z · gridDim.y. A CTA past `count` (the excess of the last
@@ -146,6 +150,11 @@ Value scoreAllowed(ImplicitLocOpBuilder &b, MaskAttr mask, Value row,
 Value inlineScoreMod(ImplicitLocOpBuilder &b, Region &scoreMod, Value score,
                      ArrayRef<Value> batchIdx, Value row, Value col,
                      ArrayRef<Value> captures);
+
+/// The element a score_mod's `read` of a capture takes, from the capture's
+/// memref (`captures`: the op's, in order) at `indices` (mapped).
+Value loadCapture(OpBuilder &b, ArrayRef<Value> captures,
+                  tensor::ExtractOp read, ValueRange indices);
 
 /// [b..., rest...] -> [prod(b), rest...] ([1, rest...] without batch dims).
 Value collapseBatchDims(ImplicitLocOpBuilder &b, Value m, int64_t nb);

@@ -123,14 +123,26 @@ private:
 
 FailureOr<ScoreModGradient> mlir::flash::buildScoreModGradient(
     OpBuilder &b, Location loc, Region &scoreMod, ValueRange captures,
-    Value s, ValueRange batch, Value i, Value j) {
+    Value s, ValueRange batch, Value i, Value j, CaptureReader readCapture) {
   Block &body = scoreMod.front();
   unsigned nb = batch.size();
   unsigned numIndices = nb + 2;
+  unsigned firstCapture = firstCaptureArg(body, numIndices);
   IRMapping map;
   mapScoreModArguments(map, body, s, batch, i, j, captures);
-  for (Operation &op : body.without_terminator())
+  for (Operation &op : body.without_terminator()) {
+    auto ex = dyn_cast<tensor::ExtractOp>(&op);
+    auto arg = ex ? dyn_cast<BlockArgument>(ex.getTensor()) : BlockArgument();
+    if (readCapture && arg && arg.getOwner() == &body &&
+        arg.getArgNumber() >= firstCapture) {
+      SmallVector<Value> idx;
+      for (Value v : ex.getIndices())
+        idx.push_back(map.lookup(v));
+      map.map(ex.getResult(), readCapture(b, loc, ex, idx));
+      continue;
+    }
     b.clone(op, map);
+  }
 
   ScoreModGradient grad;
   Value yielded = body.getTerminator()->getOperand(0);

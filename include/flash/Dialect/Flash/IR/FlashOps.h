@@ -22,6 +22,10 @@
 #define GET_OP_CLASSES
 #include "flash/Dialect/Flash/IR/FlashOps.h.inc"
 
+namespace mlir::tensor {
+class ExtractOp;
+} // namespace mlir::tensor
+
 namespace mlir::flash {
 /// Whether query row `i` may attend key column `j` under `mask`, as index
 /// arithmetic the lowerings share: returns an i1 (true = allowed), or a null
@@ -82,14 +86,19 @@ struct ScoreModGradient {
   Value dScore; // d score_mod / d s
   SmallVector<ScoreModRead> reads;
 };
+/// Reads one element of a capture (a lowering whose captures are buffers):
+/// the region's `tensor.extract` and its indices, already mapped.
+using CaptureReader =
+    function_ref<Value(OpBuilder &, Location, tensor::ExtractOp, ValueRange)>;
 /// Inlines `scoreMod` at the builder's insertion point for score `s` at
 /// (batch..., i, j) with `captures`, and its derivative with respect to the
-/// score and to each float capture read. The region must have passed
-/// verifyScoreModDifferentiable.
+/// score and to each float capture read. With `readCapture`, the captures'
+/// `tensor.extract`s are what it builds and `captures` may be empty. The
+/// region must have passed verifyScoreModDifferentiable.
 FailureOr<ScoreModGradient>
 buildScoreModGradient(OpBuilder &b, Location loc, Region &scoreMod,
                       ValueRange captures, Value s, ValueRange batch, Value i,
-                      Value j);
+                      Value j, CaptureReader readCapture = nullptr);
 /// The float-capture reads of `scoreMod` that a gradient flows through, in
 /// program order (partials null): the order buildScoreModGradient returns.
 SmallVector<ScoreModRead> scoreModReads(Region &scoreMod, unsigned numIndices);

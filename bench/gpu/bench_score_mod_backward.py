@@ -1,0 +1,149 @@
+"""The backward with a score modification: flash_mlir.attention in torch autograd on CUDA
+tensors (static shapes, kernels from the cache; the score_mod's derivative compiled into
+the backward kernels) beside FlexAttention's backward (torch.compile(flex_attention) with
+the same score_mod and causal block mask) in one process, and each beside the same shape
+without a modification (ours and cuDNN's).
+
+Modifications: soft-capping 30·tanh(s/30), ALiBi (per-head slopes, -slope·|i - j|), and
+an additive [N, N] bias shared by the batch and heads (a relative-position table). The
+slopes and the bias do not require grad (Flex differentiates q, k, v only); ours still
+computes their gradients, which the op always returns. bf16, B·N = 16k tokens.
+
+Each row times one backward call (torch.autograd.grad of the forward's output with a fixed
+cotangent; the forward runs once, outside the timing): kernel time is every kernel of the
+call (torch.profiler), call time CUDA events around one call. TFLOP/s counts 2.5 × the
+forward's 4·B·H·N²·D, halved when causal.
+
+Here (compiler, no GPU):  python3 bench/gpu/bench_score_mod_backward.py --prebuild DIR
+There (GPU, no LLVM):     FLASH_MLIR_CACHE_DIR=DIR python3 bench/gpu/bench_score_mod_backward.py
+"""
+import argparse
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+
+import flash_mlir  # noqa: E402
+
+TOKENS = 16384
+SOFTCAP = 30.0
+# (D, heads, causal, N)
+CASES = [(128, 16, False, 2048), (128, 16, True, 2048), (64, 32, True, 1024),
+         (128, 16, True, 4096)]
+MODS = ("none", "softcap", "alibi", "bias")
+
+
+def _shape(d, h, n):
+    return (TOKENS // n, h, n, d)
+
+
+def _ours_kw(mod, h, n):
+    """attention() keywords of a modification, for prebuild (shapes) or a call."""
+    if mod == "softcap":
+        return {"softcap": SOFTCAP}
+    if mod == "alibi":
+        return {"alibi_slopes": (h,)}
+    if mod == "bias":
+        return {"bias": ((n, n), "bfloat16")}
+    return {}
+
+
+def prebuild(cache):
+    os.environ["FLASH_MLIR_CACHE_DIR"] = cache
+    os.environ.setdefault("CUDA_HOME", "/usr/local/cuda")
+    for d, h, causal, n in CASES:
+        s = _shape(d, h, n)
+        for mod in MODS:
+            print(d, causal, n, mod, flash_mlir.prebuild(s, s, s, "bf16", causal=causal,
+                                                         grad=True, **_ours_kw(mod, h, n)))
+
+
+def run(out_md):
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    from common import device_line, measure
+
+    flex = torch.compile(flex_attention)
+
+    def backward_of(forward, q, k, v, do):
+        qg, kg, vg = (x.clone().requires_grad_() for x in (q, k, v))
+        o = forward(qg, kg, vg)
+        return lambda: torch.autograd.grad(o, (qg, kg, vg), do, retain_graph=True)
+
+    lines = ["# backward with score_mod, " + device_line(), "",
+             "| D | causal | B×H×N | mod | ours kernel µs | ours call µs | ours TFLOP/s | "
+             "Flex TFLOP/s | ours / Flex | ours / ours without mod | cuDNN without mod "
+             "TFLOP/s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for d, h, causal, n in CASES:
+        b = TOKENS // n
+        g = torch.Generator(device="cuda").manual_seed(n + d)
+        q, k, v, do = (torch.randn(b, h, n, d, device="cuda", dtype=torch.bfloat16, generator=g)
+                       for _ in range(4))
+        slopes = torch.rand(h, device="cuda", generator=g) * 0.2
+        bias = torch.randn(n, n, device="cuda", generator=g).to(torch.bfloat16)
+        flops = 2.5 * 4 * b * h * n * n * d / (2 if causal else 1)
+        block_mask = None
+        if causal:
+            block_mask = create_block_mask(lambda b_, h_, i, j: i >= j, None, None, n, n,
+                                           device="cuda")
+        base = {}
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            cudnn = measure(backward_of(
+                lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal),
+                q, k, v, do), kernels="all")
+        for mod in MODS:
+            call = {"softcap": {"softcap": SOFTCAP}, "alibi": {"alibi_slopes": slopes},
+                    "bias": {"bias": bias}}.get(mod, {})
+            ours = measure(backward_of(
+                lambda q, k, v: flash_mlir.attention(q, k, v, causal=causal, **call),
+                q, k, v, do), kernels="all")
+            if mod == "none":
+                base = ours
+
+            def score_mod(s, b_, h_, i, j, mod=mod):
+                if mod == "softcap":
+                    return SOFTCAP * torch.tanh(s / SOFTCAP)
+                if mod == "alibi":
+                    return s - slopes[h_] * (i - j).abs()
+                if mod == "bias":
+                    return s + bias[i, j]
+                return s
+            try:
+                fx = measure(backward_of(
+                    lambda q, k, v: flex(q, k, v, score_mod=score_mod, block_mask=block_mask),
+                    q, k, v, do), kernels="all")
+                fx_tf = flops / fx[0] / 1e6
+            except Exception as e:  # noqa: BLE001 - report and go on
+                print("flex", mod, "failed:", str(e).splitlines()[0])
+                fx_tf = float("nan")
+            tf = flops / ours[0] / 1e6
+            lines.append("| %d | %s | %d×%d×%d | %s | %.0f | %.0f | %.0f | %.0f | %.2f | %.2f | "
+                         "%.0f |" % (d, "yes" if causal else "no", b, h, n, mod, ours[0],
+                                     ours[1], tf, fx_tf, tf / fx_tf, base[0] / ours[0],
+                                     flops / cudnn[0] / 1e6))
+            print(lines[-1], flush=True)
+    text = "\n".join(lines) + "\n"
+    if out_md:
+        with open(out_md, "w") as f:
+            f.write(text)
+    print(text)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--prebuild", metavar="DIR")
+    ap.add_argument("--md", default=None)
+    a = ap.parse_args()
+    if a.prebuild:
+        prebuild(a.prebuild)
+        return
+    run(a.md)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,142 @@
+//===- GradFragment.cpp - the backward kernels' elementwise score work ----===//
+//
+// Between the two matmul pairs of a backward step every element of the
+// transposed score fragment is recomputed on its own: P from the saved
+// lse, dS from dP and delta, and with a score_mod its derivative inlined
+// (buildScoreModGradient, the same rule the CPU lowerings use) with the
+// captures read from their buffers. A float capture's gradient is a sum of
+// dS·∂score_mod/∂c over the elements that read each of its entries; the
+// elements of one thread that read the same entry (an index that ignores
+// the key, the query or both) are summed in registers first and, where the
+// whole warp reads one entry (a per-head slope), over the warp, so the
+// atomics are one per distinct entry rather than one per score.
+//
+//===----------------------------------------------------------------------===//
+#include "KernelStrategies.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::flash;
+using namespace mlir::flash::gpu_lowering;
+
+GradScoreModArgs gpu_lowering::gradScoreModArgs(Block &entry,
+                                                const GradKernelConfig &cfg) {
+  GradScoreModArgs args;
+  if (!cfg.scoreMod)
+    return args;
+  args.region = cfg.scoreMod;
+  unsigned n = cfg.scoreModArgTypes.size();
+  unsigned i = entry.getNumArguments() - n;
+  for (size_t c = 0; c < cfg.captureHasGrad.size(); ++c)
+    args.captures.push_back(entry.getArgument(i++));
+  for (bool g : cfg.captureHasGrad)
+    args.grads.push_back(g ? entry.getArgument(i++) : Value());
+  for (; i < entry.getNumArguments(); ++i)
+    args.batchSizes.push_back(entry.getArgument(i));
+  return args;
+}
+
+GradFragment::GradFragment(const GradKernelConfig &cfg,
+                           const GradScoreModArgs *mod,
+                           ArrayRef<Value> batchIdx, Value lq, Value lk,
+                           bool masked)
+    : cfg(cfg), mod(mod && mod->region ? mod : nullptr),
+      batchIdx(batchIdx), lq(lq), lk(lk), masked(masked) {}
+
+GradFragment::Element GradFragment::element(ImplicitLocOpBuilder &b, Value s,
+                                            Value dp, Value lse2, Value delta,
+                                            Value key, Value query,
+                                            int64_t keySlot,
+                                            int64_t querySlot) {
+  Value negLse = arith::NegFOp::create(b, lse2);
+  if (!mod) {
+    Value x = exp2Approx(
+        b, math::FmaOp::create(b, s, constF32(b, cfg.scale * M_LOG2E), negLse));
+    if (masked)
+      x = arith::SelectOp::create(
+          b, scoreAllowed(b, cfg.mask, query, key, lq, lk), x,
+          constF32(b, 0.0));
+    return {x, arith::MulFOp::create(b, x, arith::SubFOp::create(b, dp, delta))};
+  }
+  // The region sees indices in range: rows past Lq (P = 0 by their lse) and
+  // keys past Lk (masked tiles only) read the last row's and key's entries.
+  Value one = constIdx(b, 1);
+  Value i = arith::MinSIOp::create(b, query, arith::SubIOp::create(b, lq, one));
+  Value j = masked ? arith::MinSIOp::create(b, key,
+                                            arith::SubIOp::create(b, lk, one))
+                         .getResult()
+                   : key;
+  ArrayRef<Value> captures = mod->captures;
+  auto read = [&](OpBuilder &ob, Location, tensor::ExtractOp ex,
+                  ValueRange idx) {
+    return loadCapture(ob, captures, ex, idx);
+  };
+  Value t = arith::MulFOp::create(b, s, constF32(b, cfg.scale));
+  FailureOr<ScoreModGradient> g = buildScoreModGradient(
+      b, b.getLoc(), *mod->region, ValueRange(), t, batchIdx, i, j, read);
+  // The op's verifier proved the region differentiable.
+  assert(succeeded(g) && "score_mod without a derivative");
+  Value x = exp2Approx(
+      b, math::FmaOp::create(b, g->score, constF32(b, M_LOG2E), negLse));
+  if (masked)
+    x = arith::SelectOp::create(
+        b, scoreAllowed(b, cfg.mask, query, key, lq, lk), x, constF32(b, 0.0));
+  Value ds = arith::MulFOp::create(b, x, arith::SubFOp::create(b, dp, delta));
+
+  int64_t nb = batchIdx.size();
+  for (ScoreModRead &r : g->reads) {
+    if (!mod->grads[r.capture])
+      continue;
+    bool byQuery = llvm::is_contained(r.dims, nb),
+         byKey = llvm::is_contained(r.dims, nb + 1);
+    std::tuple<unsigned, int64_t, int64_t> slot = {
+        r.capture, byQuery ? querySlot : -1, byKey ? keySlot : -1};
+    Value add = arith::MulFOp::create(b, ds, r.partial);
+    auto *it = llvm::find_if(pending, [&](auto &p) { return p.first == slot; });
+    if (it != pending.end()) {
+      it->second.sum = arith::AddFOp::create(b, it->second.sum, add);
+      continue;
+    }
+    Pending p;
+    p.capture = r.capture;
+    for (int64_t d : r.dims)
+      p.indices.push_back(d < nb ? batchIdx[d] : d == nb ? i : j);
+    p.sum = add;
+    p.wholeWarp = !byQuery && !byKey;
+    pending.push_back({slot, p});
+  }
+  return {x, arith::MulFOp::create(b, ds, g->dScore)};
+}
+
+void GradFragment::flush(ImplicitLocOpBuilder &b) {
+  for (auto &[slot, p] : pending) {
+    (void)slot;
+    Value grad = mod->grads[p.capture];
+    Value sum = p.sum;
+    if (!p.wholeWarp) {
+      memref::AtomicRMWOp::create(b, arith::AtomicRMWKind::addf, sum, grad,
+                                  p.indices);
+      continue;
+    }
+    sum = butterflyReduce(b, sum, /*isMax=*/false, 32);
+    Value lane = arith::RemUIOp::create(
+        b, gpu::ThreadIdOp::create(b, gpu::Dimension::x), constIdx(b, 32));
+    OpBuilder::InsertionGuard g(b);
+    auto ifFirst = scf::IfOp::create(
+        b, arith::CmpIOp::create(b, arith::CmpIPredicate::eq, lane,
+                                 constIdx(b, 0)),
+        /*withElse=*/false);
+    b.setInsertionPointToStart(ifFirst.thenBlock());
+    memref::AtomicRMWOp::create(b, arith::AtomicRMWKind::addf, sum, grad,
+                                p.indices);
+  }
+  pending.clear();
+}
