@@ -386,13 +386,16 @@ def varlen_attention_ir(q_shape, k_shape, v_shape, num_seqs, dtype="f32", *, sca
 
 def attention_grad_ir(q_shape, k_shape, v_shape, dtype="f32", *, scale=None, causal=False,
                       window=None, align="top_left", bias=None, softcap=None,
-                      alibi_slopes=None, score_mod=None, name=FUNC_NAME + "_grad"):
+                      alibi_slopes=None, score_mod=None, capture_grads=None,
+                      name=FUNC_NAME + "_grad"):
     """The module of attention()'s backward: flash.attention_grad in
     destination-passing style on memrefs (q, k, v, o, do, lse[, bias] -> dq, dk,
     dv[, dbias]), P recomputed from the forward's log-sum-exp. Arguments as
     attention_ir; each capture (bias, alibi slopes) follows lse, and its
     gradient follows dv, in the capture's shape (the bias's without its
-    size-1 dims)."""
+    size-1 dims). capture_grads: one bool per float capture, whether its
+    gradient is wanted (default all); an unwanted one is no argument and its
+    result is left unread, so the kernels do not compute it."""
     q_shape, k_shape, v_shape, scale = _checked_signature(q_shape, k_shape, v_shape, scale)
     o_shape = q_shape[:-1] + v_shape[-1:]
     ins = [("q", q_shape, dtype), ("k", k_shape, dtype), ("v", v_shape, dtype),
@@ -401,10 +404,20 @@ def attention_grad_ir(q_shape, k_shape, v_shape, dtype="f32", *, scale=None, cau
     caps, captures, score_mod = _score_mod_ir(q_shape, k_shape, bias, softcap, alibi_slopes,
                                               score_mod)
     # Float captures get a gradient; integer and i1 ones (masks, lengths) none.
-    outs += [("d" + n, sh, e) for n, sh, e in caps if e in ("f32", "f16", "bf16")]
-    sig = ", ".join("%%%s: %s" % (n, _memref(s, e)) for n, s, e in ins + caps + outs)
+    dcaps = [("d" + n, sh, e) for n, sh, e in caps if e in ("f32", "f16", "bf16")]
+    if capture_grads is None:
+        capture_grads = (True,) * len(dcaps)
+    if len(capture_grads) != len(dcaps):
+        raise ValueError("capture_grads has %d entries for %d float captures"
+                         % (len(capture_grads), len(dcaps)))
+    outs += dcaps
+    wanted = outs[:3] + [x for x, w in zip(dcaps, capture_grads) if w]
+    sig = ", ".join("%%%s: %s" % (n, _memref(s, e)) for n, s, e in ins + caps + wanted)
     body = []
     for n, s, e in ins + caps + outs:
+        if (n, s, e) in outs and (n, s, e) not in wanted:
+            body.append("  %%%s_t = tensor.empty() : %s" % (n, _tensor(s, e)))
+            continue
         body.append("  %%%s_t = bufferization.to_tensor %%%s restrict%s : %s to %s" % (
             n, n, " writable" if (n, s, e) in outs else "", _memref(s, e), _tensor(s, e)))
     types = lambda xs: ", ".join(_tensor(s, e) for _, s, e in xs)
@@ -414,8 +427,9 @@ def attention_grad_ir(q_shape, k_shape, v_shape, dtype="f32", *, scale=None, cau
                    ", ".join("%%%s_t" % n for n, _, _ in outs), types(outs), captures, scale,
                    _mask_clause(causal, window, align), score_mod, types(outs)))
     for i, (n, s, e) in enumerate(outs):
-        body.append("  bufferization.materialize_in_destination %%r#%d in restrict writable "
-                    "%%%s : (%s, %s) -> ()" % (i, n, _tensor(s, e), _memref(s, e)))
+        if (n, s, e) in wanted:
+            body.append("  bufferization.materialize_in_destination %%r#%d in restrict "
+                        "writable %%%s : (%s, %s) -> ()" % (i, n, _tensor(s, e), _memref(s, e)))
     return ("func.func @%s(%s) attributes {llvm.emit_c_interface} {\n%s\n  return\n}\n"
             % (name, sig, "\n".join(body)))
 
@@ -1012,7 +1026,8 @@ def _from_host_view(a):
 def prebuild(q_shape, k_shape, v_shape, dtype, *, device="cuda", scale=None, causal=False,
              window=None, align="top_left", return_lse=False, dynamic=False, pipeline=None,
              grad=False, bias=None, softcap=None, alibi_slopes=None, block_table=None,
-             score_mod=None, score_mod_args=(), cu_seqlens=None, **options):
+             score_mod=None, score_mod_args=(), cu_seqlens=None, capture_grads=None,
+             **options):
     """Compiles, into the cache, the kernel attention() would run for arrays of
     these shapes and dtype ("bf16" / "bfloat16", "f16" / "float16", "f32" /
     "float32", or a torch or NumPy dtype) with these arguments, and returns its
@@ -1037,7 +1052,11 @@ def prebuild(q_shape, k_shape, v_shape, dtype, *, device="cuda", scale=None, cau
 
     grad=True: the kernels of a call that autograd differentiates instead —
     the forward with its log-sum-exp and the backward — and returns both
-    paths (forward, backward)."""
+    paths (forward, backward). With float captures (bias, alibi_slopes, float
+    score_mod_args) the backward is built twice: computing every capture's
+    gradient (the path returned) and none (for captures that do not require
+    grad); capture_grads=(bool per float capture, in that order) builds just
+    the backward that computes the ones marked True."""
     name = str(dtype).replace("torch.", "")
     elt = _TYPE_NAMES.get(name)
     if elt is None:
@@ -1090,11 +1109,19 @@ def prebuild(q_shape, k_shape, v_shape, dtype, *, device="cuda", scale=None, cau
                           window=window, align=align, lse=True, dynamic=dynamic, bias=bias_ir,
                           softcap=softcap, alibi_slopes=alibi_slopes, score_mod=traced)
         forward = _library_for(ir, device, pipeline, format_options(fwd))
-        _, backward = grad_library(q_shape, k_shape, v_shape, elt, device, scale, causal,
-                                   window, align, pipeline, bwd, bias=bias_ir,
-                                   softcap=softcap, alibi_slopes=alibi_slopes,
-                                   score_mod=traced)
-        return forward, backward
+        # With float captures, the backward that computes all their gradients and the
+        # one that computes none (captures that do not require grad), unless told which.
+        caps, _, _ = _score_mod_ir(q_shape, k_shape, bias_ir, softcap, alibi_slopes, traced)
+        n = sum(e in ("f32", "f16", "bf16") for _, _, e in caps)
+        if capture_grads is not None:
+            variants = [tuple(bool(x) for x in capture_grads)]
+        else:
+            variants = [None] + ([(False,) * n] if n else [])
+        backward = [grad_library(q_shape, k_shape, v_shape, elt, device, scale, causal,
+                                 window, align, pipeline, bwd, bias=bias_ir, softcap=softcap,
+                                 alibi_slopes=alibi_slopes, score_mod=traced,
+                                 capture_grads=c)[1] for c in variants]
+        return forward, backward[0]
     ir = attention_ir(q_shape, k_shape, v_shape, elt, scale=scale, causal=causal,
                       window=window, align=align, lse=return_lse, dynamic=dynamic,
                       bias=bias_ir, softcap=softcap, alibi_slopes=alibi_slopes,

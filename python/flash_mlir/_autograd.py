@@ -29,29 +29,31 @@ def split_options(options, cuda):
 
 def grad_library(q_shape, k_shape, v_shape, elt, device, scale, causal, window, align,
                  pipeline, options, use_cache=True, bias=None, softcap=None,
-                 alibi_slopes=None, score_mod=None):
+                 alibi_slopes=None, score_mod=None, capture_grads=None):
     """The path of the backward's library (built, or from the cache); bias,
-    softcap, alibi_slopes and a traced score_mod as for attention_ir."""
+    softcap, alibi_slopes, a traced score_mod and capture_grads as for
+    attention_grad_ir."""
     ir = am.attention_grad_ir(q_shape, k_shape, v_shape, elt, scale=scale, causal=causal,
                               window=window, align=align, bias=bias, softcap=softcap,
-                              alibi_slopes=alibi_slopes, score_mod=score_mod)
+                              alibi_slopes=alibi_slopes, score_mod=score_mod,
+                              capture_grads=capture_grads)
     return ir, am._library_for(ir, device, pipeline, format_options(options), use_cache)
 
 
 def _grad_kernel(q, k, v, elt, scale, causal, window, align, pipeline, options, bias=None,
-                 softcap=None, alibi_slopes=None, score_mod=None):
+                 softcap=None, alibi_slopes=None, score_mod=None, capture_grads=None):
     device = "cuda" if q.is_cuda else "cpu"
     traced_key = None if score_mod is None else (tuple(score_mod[0]), score_mod[1])
     key = ("grad", device, tuple(q.shape), tuple(k.shape), tuple(v.shape), elt, scale, causal,
            window, align, pipeline, tuple(options.items()), os.environ.get("FLASH_MLIR_CACHE_DIR"),
-           bias, softcap, alibi_slopes, traced_key)
+           bias, softcap, alibi_slopes, traced_key, capture_grads)
     with am._kernels_lock:
         kernel = am._kernels.get(key)
         if kernel is None:
             _, path = grad_library(q.shape, k.shape, v.shape, elt, device, scale, causal,
                                    window, align, pipeline, options, bias=bias,
                                    softcap=softcap, alibi_slopes=alibi_slopes,
-                                   score_mod=score_mod)
+                                   score_mod=score_mod, capture_grads=capture_grads)
             if device == "cpu":
                 from .cpu import HostLibrary
                 lib = HostLibrary(path)
@@ -74,20 +76,26 @@ def _grad_kernel(q, k, v, elt, scale, causal, window, align, pipeline, options, 
 
 
 def _run_grad(q, k, v, o, do, lse, scale, causal, window, align, pipeline, options,
-              bias_ir=None, softcap=None, slopes_shape=None, traced=None, caps=()):
+              bias_ir=None, softcap=None, slopes_shape=None, traced=None, caps=(),
+              wanted=None):
     """(dq, dk, dv, capture gradients) from flash.attention_grad; options are
-    the backward's (split_options)."""
+    the backward's (split_options). wanted: per float capture, whether its
+    gradient is needed (default all); an unneeded one comes back None and is
+    not computed."""
+    caps = [c.contiguous() for c in caps]
+    # Float captures have gradients (in their dtype); integer and bool ones none.
+    floats = [c for c in caps if c.is_floating_point()]
+    wanted = (True,) * len(floats) if wanted is None else tuple(wanted)
     elt = am._TORCH_TYPES[str(q.dtype)]
     kernel = _grad_kernel(q, k, v, elt, scale, causal, window, align, pipeline, options,
-                          bias_ir, softcap, slopes_shape, traced)
+                          bias_ir, softcap, slopes_shape, traced,
+                          None if all(wanted) else wanted)
     do = do.to(q.dtype)
     dq, dk, dv = (torch.empty_like(x, memory_format=torch.contiguous_format)
                   for x in (q, k, v))
     ins = [x.detach().contiguous() for x in (q, k, v, o, do, lse)]
-    caps = [c.contiguous() for c in caps]
-    # Float captures have gradients (in their dtype); integer and bool ones none.
-    dcaps = [torch.empty_like(c) for c in caps if c.is_floating_point()]
-    kernel(ins + caps + [dq, dk, dv] + dcaps)
+    dcaps = [torch.empty_like(c) if w else None for c, w in zip(floats, wanted)]
+    kernel(ins + caps + [dq, dk, dv] + [x for x in dcaps if x is not None])
     return dq, dk, dv, dcaps
 
 
@@ -167,11 +175,18 @@ class _Attention(torch.autograd.Function):
         if slopes is not None:
             caps.append(slopes.detach())
         caps += list(mod_args)
+        # Which float captures' gradients autograd asks for (forward's inputs:
+        # q, k, v, bias, slopes, cfg, *mod_args); the others are not computed.
+        need = ctx.needs_input_grad
+        wanted = ([need[3]] if bias is not None else []) + \
+            ([need[4]] if slopes is not None else []) + \
+            [need[6 + i] for i, a in enumerate(mod_args) if a.is_floating_point()]
         dq, dk, dv, dcaps = _run_grad(q, k, v, o, do, lse, scale, causal, window, align,
                                       pipeline, options, bias_ir, softcap,
                                       None if slopes is None else tuple(slopes.shape),
-                                      ctx.traced, caps)
-        dbias = dcaps.pop(0).reshape(bias.shape) if bias is not None else None
+                                      ctx.traced, caps, wanted)
+        dbias = dcaps.pop(0) if bias is not None else None
+        dbias = None if dbias is None else dbias.reshape(bias.shape)
         dslopes = dcaps.pop(0) if slopes is not None else None
         dargs = [dcaps.pop(0) if a.is_floating_point() else None for a in mod_args]
         return (dq, dk, dv, dbias, dslopes, None, *dargs)

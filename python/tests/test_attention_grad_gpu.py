@@ -220,9 +220,10 @@ def _modified(torch, s, mod, extras):
 
 
 def _mod_gradients(torch, q, k, v, do, extras, mod, scale, allowed, exact):
-    """Gradients of q, k, v and each extra: float64 throughout when exact, else as an
-    eager program in the input dtype would get them (f32 scores from q, k, P and dP
-    rounded to q's dtype around the value matmul) — the error a caller has without us."""
+    """Gradients of q, k, v and each extra: float64 autograd when exact; else the
+    backward of a flash-style bf16 program done in f32 — P and dP rounded to q's dtype
+    around their matmuls, and the softmax's term rowsum(dO ∘ O) taken from the output
+    as the forward stores it, in q's dtype — the error any such backward has."""
     names = list(extras)
     wt = torch.float64 if exact else torch.float32
     leaves = [x.detach().to(wt).requires_grad_() for x in (q, k, v)]
@@ -234,18 +235,38 @@ def _mod_gradients(torch, q, k, v, do, extras, mod, scale, allowed, exact):
     if allowed is not None:
         s = s.masked_fill(~allowed, float("-inf"))
     p = torch.softmax(s, -1)
-    if not exact:
-        p = p.to(q.dtype).to(wt)
-    o = p @ vv
-    o.backward(do.to(wt))
-    return [x.grad for x in leaves] + [ex[n].grad for n in names]
+    if exact:
+        (p @ vv).backward(do.to(wt))
+        return [x.grad for x in leaves] + [ex[n].grad for n in names]
+    low = lambda x: x.to(q.dtype).to(wt)
+    dO = do.to(wt)
+    p_low = low(p.detach())
+    o = low(p_low @ vv.detach())
+    dp = low(dO @ vv.detach().transpose(-1, -2))
+    ds = p.detach() * (dp - (dO * o).sum(-1, keepdim=True))
+    dv = torch.autograd.grad(p_low @ vv, leaves[2], dO)[0]
+    dq, dk, *dcaps = torch.autograd.grad(s, [leaves[0], leaves[1]] + [ex[n] for n in names],
+                                         ds.nan_to_num(0.0))
+    return [dq, dk, dv] + dcaps
 
 
 @pytest.mark.parametrize("name", list(SCORE_MODS))
 def test_score_mod_gradients(name):
     """dq, dk, dv and the float captures' gradients of a modified score, the
-    derivative compiled into the kernels, against float64 with the error of an eager
-    program in the input dtype as the yardstick."""
+    derivative compiled into the kernels, against float64 with the error of a
+    flash-style bf16 backward in f32 as the yardstick (_mod_gradients)."""
+    _score_mod_case(name, capture_grads=True)
+
+
+@pytest.mark.parametrize("name", ["bias-full-gqa-d128", "alibi-window-d64-f16",
+                                  "softcap-bias-d96-mma"])
+def test_score_mod_without_capture_gradients(name):
+    """Captures that do not require grad: the backward that computes none of their
+    gradients gives the same dq, dk, dv, and the captures get no .grad."""
+    _score_mod_case(name, capture_grads=False)
+
+
+def _score_mod_case(name, capture_grads):
     torch = _cuda()
     (qs, ks, vs, dtype, kw), mod = SCORE_MODS[name]
     q, k, v, do = _inputs(torch, qs, ks, vs, dtype)
@@ -259,7 +280,7 @@ def test_score_mod_gradients(name):
     if "fn" in mod:
         extras["fn"] = 1 + 0.2 * torch.randn(*mod["fn"][1], device="cuda", generator=g)
     leaves = [x.clone().requires_grad_() for x in (q, k, v)]
-    ext = {n: x.clone().requires_grad_() for n, x in extras.items()}
+    ext = {n: x.clone().requires_grad_(capture_grads) for n, x in extras.items()}
     if "bias" in ext:
         call["bias"] = ext["bias"]
     if "slopes" in ext:
@@ -271,13 +292,19 @@ def test_score_mod_gradients(name):
     o = flash_mlir.attention(*leaves, **kw, **call)
     o.backward(do)
     torch.cuda.synchronize()
-    ours = [x.grad for x in leaves] + [ext[n].grad for n in extras]
+    ours = [x.grad for x in leaves]
+    names = ("dq", "dk", "dv")
+    if capture_grads:
+        ours += [ext[n].grad for n in extras]
+        names += tuple("d" + n for n in extras)
+    else:
+        assert all(x.grad is None for x in ext.values())
     scale = 1 / math.sqrt(q.shape[-1])
     allowed = _allowed(torch, q.shape[-2], k.shape[-2], **kw)
     ref = _mod_gradients(torch, q, k, v, do, extras, mod, scale, allowed, exact=True)
     eager = _mod_gradients(torch, q, k, v, do, extras, mod, scale, allowed, exact=False)
     eager = [e.to(x.dtype) for e, x in zip(eager, ours)]
-    _check(torch, ours, ref, eager, names=("dq", "dk", "dv") + tuple("d" + n for n in extras))
+    _check(torch, ours, ref[:len(ours)], eager, names=names)
 
 
 @pytest.mark.parametrize("name", list(DETERMINISTIC))

@@ -237,6 +237,11 @@ struct ConvertFlashToGPUPass
     if (failedAny)
       return signalPassFailure();
 
+    module.walk([](gpu::GPUModuleOp gmod) {
+      if (gmod.getName().starts_with("flash_attention_"))
+        approximateKernelMath(gmod);
+    });
+
     // The result already lives in its destination: drop the copy into it and
     // the tensor views nothing reads any more.
     module.walk([](bufferization::MaterializeInDestinationOp m) {

@@ -44,7 +44,12 @@ gpu_lowering::gradOperandBuffers(AttentionGradOp op) {
       return failure();
     bufs.captures.push_back(*m);
   }
-  for (Value init : op.getInits().drop_front(3)) {
+  // A capture gradient nobody reads is not computed: no buffer behind it.
+  for (auto [n, init] : llvm::enumerate(op.getInits().drop_front(3))) {
+    if (op->getResult(3 + n).use_empty()) {
+      bufs.captureGrads.push_back(Value());
+      continue;
+    }
     FailureOr<Value> m = deviceBuffer(op, init, "capture gradient init");
     if (failed(m))
       return failure();
@@ -120,9 +125,15 @@ gpu_lowering::gradKernelConfig(AttentionGradOp op,
   GradKernelConfig cfg;
   if (op.hasScoreMod()) {
     cfg.scoreMod = &op.getScoreMod();
-    for (Value c : op.getCaptures())
-      cfg.captureHasGrad.push_back(
-          isa<FloatType>(cast<ShapedType>(c.getType()).getElementType()));
+    // Float captures whose gradient is read (the results after dq, dk, dv).
+    unsigned result = 3;
+    for (Value c : op.getCaptures()) {
+      bool isFloat =
+          isa<FloatType>(cast<ShapedType>(c.getType()).getElementType());
+      cfg.captureHasGrad.push_back(isFloat &&
+                                   !op->getResult(result).use_empty());
+      result += isFloat;
+    }
   }
   cfg.elem = op.getQueryType().getElementType();
   if (!cfg.elem.isBF16() && !cfg.elem.isF16())
@@ -251,6 +262,8 @@ LogicalResult gpu_lowering::lowerAttentionGrad(RewriterBase &rewriter,
   if (cfg.scoreMod) {
     scoreModArgs.append(bufs.captures.begin(), bufs.captures.end());
     for (Value dst : bufs.captureGrads) {
+      if (!dst)
+        continue;
       auto t = cast<MemRefType>(dst.getType());
       Value acc = dst;
       if (!t.getElementType().isF32()) {
@@ -284,7 +297,7 @@ LogicalResult gpu_lowering::lowerAttentionGrad(RewriterBase &rewriter,
   {
     size_t r = 0;
     for (Value dst : bufs.captureGrads) {
-      if (cast<MemRefType>(dst.getType()).getElementType().isF32())
+      if (!dst || cast<MemRefType>(dst.getType()).getElementType().isF32())
         continue;
       rounds.push_back({flatView(b, roundedGrads[r++]), flatView(b, dst)});
     }
@@ -365,9 +378,12 @@ LogicalResult gpu_lowering::lowerAttentionGrad(RewriterBase &rewriter,
   SmallVector<Value> results;
   SmallVector<Value> dests = {bufs.dq, bufs.dk, bufs.dv};
   dests.append(bufs.captureGrads);
-  for (auto [m, t] : llvm::zip(dests, op->getResultTypes()))
-    results.push_back(bufferization::ToTensorOp::create(
-        b, t, m, /*restrict=*/true, /*writable=*/true));
+  for (auto [m, t, init] : llvm::zip(dests, op->getResultTypes(), op.getInits()))
+    // An unread gradient stands for its init (never computed, never read).
+    results.push_back(m ? bufferization::ToTensorOp::create(
+                              b, t, m, /*restrict=*/true, /*writable=*/true)
+                              .getResult()
+                        : init);
   rewriter.replaceOp(op, results);
   return success();
 }

@@ -563,6 +563,9 @@ constexpr int64_t kRoundThreads = 256;
 gpu::GPUFuncOp buildRoundKernel(OpBuilder &b, Location loc,
                                 gpu::GPUModuleOp module,
                                 ArrayRef<Type> argTypes);
+/// The kernels' f32 divisions and tanh, approximate (KernelMath.cpp).
+void approximateKernelMath(gpu::GPUModuleOp module);
+
 /// Replaces `op` by the side buffers and the three launches.
 LogicalResult lowerAttentionGrad(RewriterBase &rewriter, AttentionGradOp op,
                                  const GradOperandBuffers &bufs,
