@@ -7,7 +7,7 @@ Each row times one backward call — torch.autograd.grad of the forward's output
 fixed cotangent (the forward is run once, outside the timing). Kernel time is all
 kernels of the call (torch.profiler; ours: prep, key blocks, dq; SDPA's: its
 preprocessing, the backward and the dQ conversion); call time is CUDA events around
-the call. TFLOP/s counts 2.5 × the forward's 4·B·H·N²·D, halved when causal.
+the call. TFLOP/s counts 2.5 × the forward's 2·B·H·N²·(D + Dv), halved when causal.
 
 Here (compiler, no GPU):  python3 bench/gpu/bench_backward.py --prebuild DIR
 There (GPU, no LLVM):     FLASH_MLIR_CACHE_DIR=DIR python3 bench/gpu/bench_backward.py
@@ -37,11 +37,17 @@ VARIANTS = {
     "q64k128": {"grad_block_q": 64, "grad_block_k": 128},
 }
 VARIANT_CASES = [(64, False, 4096), (64, True, 4096), (128, False, 4096), (128, True, 4096)]
+# Heads wider than 128 (--wide): D = 256 (Gemma) and D = 192 / Dv = 128, 8 heads.
+WIDE_CASES = [(256, False, 4096), (256, True, 4096), (256, True, 8192), (192, True, 4096)]
 
 
 def shape(d, n):
-    heads = 32 if d == 64 else 16
+    heads = 32 if d == 64 else 16 if d == 128 else 8
     return (TOKENS // n, heads, n, d)
+
+
+def value_dim(d):
+    return 128 if d == 192 else d
 
 
 def prebuild(cache):
@@ -50,6 +56,10 @@ def prebuild(cache):
     for d, causal, n in CASES:
         s = shape(d, n)
         print(d, causal, n, flash_mlir.prebuild(s, s, s, "bf16", causal=causal, grad=True))
+    for d, causal, n in WIDE_CASES:
+        s = shape(d, n)
+        vs = s[:-1] + (value_dim(d),)
+        print(d, causal, n, flash_mlir.prebuild(s, s, vs, "bf16", causal=causal, grad=True))
     for name, kw in VARIANTS.items():
         for d, causal, n in VARIANT_CASES:
             s = shape(d, n)
@@ -57,7 +67,7 @@ def prebuild(cache):
                   flash_mlir.prebuild(s, s, s, "bf16", causal=causal, grad=True, **kw))
 
 
-def run(variants, out_md, subset=False):
+def run(variants, out_md, subset=False, wide=False):
     import torch
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -81,14 +91,19 @@ def run(variants, out_md, subset=False):
              "FA2 TFLOP/s | cuDNN TFLOP/s | efficient TFLOP/s | ours / FA2 | ours / cuDNN |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     cases = [(c, "default", {}) for c in (VARIANT_CASES if subset else CASES)]
+    if wide:
+        cases = [(c, "default", {}) for c in WIDE_CASES]
     for name in variants:
         cases += [(c, name, VARIANTS[name]) for c in VARIANT_CASES]
     for (d, causal, n), vname, kw in cases:
         b, h, _, _ = shape(d, n)
         g = torch.Generator(device="cuda").manual_seed(n + d)
-        q, k, v, do = (torch.randn(b, h, n, d, device="cuda", dtype=torch.bfloat16, generator=g)
-                       for _ in range(4))
-        flops = 2.5 * 4 * b * h * n * n * d / (2 if causal else 1)
+        dv = value_dim(d)
+        q, k = (torch.randn(b, h, n, d, device="cuda", dtype=torch.bfloat16, generator=g)
+                for _ in range(2))
+        v, do = (torch.randn(b, h, n, dv, device="cuda", dtype=torch.bfloat16, generator=g)
+                 for _ in range(2))
+        flops = 2.5 * 2 * b * h * n * n * (d + dv) / (2 if causal else 1)
         res = {}
         ours = backward_of(lambda q, k, v: flash_mlir.attention(q, k, v, causal=causal, **kw),
                            q, k, v, do)
@@ -125,6 +140,8 @@ def main():
     ap.add_argument("--md", default=None)
     ap.add_argument("--subset", action="store_true",
                     help="the default rows only at VARIANT_CASES' shapes")
+    ap.add_argument("--wide", action="store_true",
+                    help="the default rows only at WIDE_CASES' shapes (D > 128)")
     a = ap.parse_args()
     if a.prebuild:
         prebuild(a.prebuild)
@@ -133,7 +150,7 @@ def main():
     for v in variants:
         if v not in VARIANTS:
             sys.exit("unknown variant %r (%s)" % (v, ", ".join(VARIANTS)))
-    run(variants, a.md, a.subset)
+    run(variants, a.md, a.subset, a.wide)
 
 
 if __name__ == "__main__":

@@ -101,6 +101,8 @@ CASES = {
                                       align="bottom_right"),
     "grad-mma-softcap-bias-d96": _c((2, 2, 65, 96), (2, 2, 100, 96), (2, 2, 100, 64),
                                     grad=True, bias=(2, 2, 65, 100), softcap=5.0),
+    "grad-d256-gqa-tails": _c((1, 4, 70, 256), (1, 2, 130, 256), (1, 2, 130, 256),
+                              grad=True, causal=True, align="bottom_right"),
     "grad-deterministic": _c((1, 4, 257, 128), (1, 2, 257, 128), (1, 2, 257, 128), grad=True,
                              grad_deterministic=True),
 }

@@ -48,6 +48,13 @@ CASES = {
     "d64-block-k128": _case(2, 4, 4, 700, 900, 64, causal=True, grad_block_k=128),
     "d128-block-q64": _case(1, 4, 4, 700, 900, 128, grad_block_q=64),
     "d32-dv16": _case(2, 2, 2, 129, 65, 32, dv=16),
+    # Heads wider than 128: two CTAs per key block, each owning half of dK, dV, dQ's columns.
+    "d256-causal-gqa": _case(1, 4, 2, 1000, 1100, 256, causal=True),
+    "d256-dv128-window-f16": _case(2, 2, 2, 333, 500, 256, dv=128, dtype="float16",
+                                   window=100),
+    "d192-dv128-causal-br": _case(1, 4, 4, 700, 600, 192, dv=128, causal=True,
+                                  align="bottom_right"),
+    "d256-l1": _case(2, 2, 2, 1, 1, 256),
     # The mma.sync kernel on shapes the wgmma kernel takes by default.
     "d128-l1024-gqa4-causal-mma": _case(1, 8, 2, 1024, 1000, 128, causal=True,
                                         grad_kernel="mma"),
@@ -94,6 +101,7 @@ SCORE_MODS = {
                                    align="bottom_right"), dict(slopes=(4,))),
     "softcap-bias-d96-mma": (_case(1, 4, 4, 333, 555, 96, dv=64),
                              dict(softcap=3.0, bias=((1, 4, 333, 555), "bfloat16"))),
+    "softcap-d256-gemma": (_case(1, 4, 2, 512, 600, 256, causal=True), dict(softcap=50.0)),
     "row-temperature-fn-mma": (_case(2, 4, 2, 400, 300, 64, causal=True, grad_kernel="mma"),
                                dict(fn=(_row_temperature, (4, 400)))),
     "row-temperature-fn-d128": (_case(1, 4, 4, 1000, 700, 128), dict(fn=(_row_temperature,

@@ -19,18 +19,18 @@ func.func @f32(%q: memref<16x64xf32>, %k: memref<16x64xf32>, %v: memref<16x64xf3
 
 // -----
 
-func.func @d256(%q: memref<16x256xbf16>, %k: memref<16x256xbf16>, %v: memref<16x64xbf16>, %o: memref<16x64xbf16>, %do: memref<16x64xbf16>, %lse: memref<16xf32>, %dq: memref<16x256xbf16>, %dk: memref<16x256xbf16>, %dv: memref<16x64xbf16>) {
-  %q_t = bufferization.to_tensor %q restrict : memref<16x256xbf16> to tensor<16x256xbf16>
-  %k_t = bufferization.to_tensor %k restrict : memref<16x256xbf16> to tensor<16x256xbf16>
+func.func @d144(%q: memref<16x144xbf16>, %k: memref<16x144xbf16>, %v: memref<16x64xbf16>, %o: memref<16x64xbf16>, %do: memref<16x64xbf16>, %lse: memref<16xf32>, %dq: memref<16x144xbf16>, %dk: memref<16x144xbf16>, %dv: memref<16x64xbf16>) {
+  %q_t = bufferization.to_tensor %q restrict : memref<16x144xbf16> to tensor<16x144xbf16>
+  %k_t = bufferization.to_tensor %k restrict : memref<16x144xbf16> to tensor<16x144xbf16>
   %v_t = bufferization.to_tensor %v restrict : memref<16x64xbf16> to tensor<16x64xbf16>
   %o_t = bufferization.to_tensor %o restrict : memref<16x64xbf16> to tensor<16x64xbf16>
   %do_t = bufferization.to_tensor %do restrict : memref<16x64xbf16> to tensor<16x64xbf16>
   %lse_t = bufferization.to_tensor %lse restrict : memref<16xf32> to tensor<16xf32>
-  %dq_t = bufferization.to_tensor %dq restrict writable : memref<16x256xbf16> to tensor<16x256xbf16>
-  %dk_t = bufferization.to_tensor %dk restrict writable : memref<16x256xbf16> to tensor<16x256xbf16>
+  %dq_t = bufferization.to_tensor %dq restrict writable : memref<16x144xbf16> to tensor<16x144xbf16>
+  %dk_t = bufferization.to_tensor %dk restrict writable : memref<16x144xbf16> to tensor<16x144xbf16>
   %dv_t = bufferization.to_tensor %dv restrict writable : memref<16x64xbf16> to tensor<16x64xbf16>
-  // expected-error @+1 {{convert-flash-to-gpu: the flash.attention_grad kernel needs static head dims D and Dv that are multiples of 16 up to 128, got D = 256, Dv = 64}}
-  %r:3 = flash.attention_grad ins(%q_t, %k_t, %v_t, %o_t, %do_t, %lse_t : tensor<16x256xbf16>, tensor<16x256xbf16>, tensor<16x64xbf16>, tensor<16x64xbf16>, tensor<16x64xbf16>, tensor<16xf32>) outs(%dq_t, %dk_t, %dv_t : tensor<16x256xbf16>, tensor<16x256xbf16>, tensor<16x64xbf16>) scale(0.125) -> tensor<16x256xbf16>, tensor<16x256xbf16>, tensor<16x64xbf16>
+  // expected-error @+1 {{convert-flash-to-gpu: the flash.attention_grad kernel needs static head dims D and Dv that are multiples of 16 up to 128, or of 32 up to 256, got D = 144, Dv = 64}}
+  %r:3 = flash.attention_grad ins(%q_t, %k_t, %v_t, %o_t, %do_t, %lse_t : tensor<16x144xbf16>, tensor<16x144xbf16>, tensor<16x64xbf16>, tensor<16x64xbf16>, tensor<16x64xbf16>, tensor<16xf32>) outs(%dq_t, %dk_t, %dv_t : tensor<16x144xbf16>, tensor<16x144xbf16>, tensor<16x64xbf16>) scale(0.125) -> tensor<16x144xbf16>, tensor<16x144xbf16>, tensor<16x64xbf16>
   return
 }
 
@@ -46,7 +46,7 @@ func.func @dv40(%q: memref<16x64xf16>, %k: memref<16x64xf16>, %v: memref<16x40xf
   %dq_t = bufferization.to_tensor %dq restrict writable : memref<16x64xf16> to tensor<16x64xf16>
   %dk_t = bufferization.to_tensor %dk restrict writable : memref<16x64xf16> to tensor<16x64xf16>
   %dv_t = bufferization.to_tensor %dv restrict writable : memref<16x40xf16> to tensor<16x40xf16>
-  // expected-error @+1 {{convert-flash-to-gpu: the flash.attention_grad kernel needs static head dims D and Dv that are multiples of 16 up to 128, got D = 64, Dv = 40}}
+  // expected-error @+1 {{convert-flash-to-gpu: the flash.attention_grad kernel needs static head dims D and Dv that are multiples of 16 up to 128, or of 32 up to 256, got D = 64, Dv = 40}}
   %r:3 = flash.attention_grad ins(%q_t, %k_t, %v_t, %o_t, %do_t, %lse_t : tensor<16x64xf16>, tensor<16x64xf16>, tensor<16x40xf16>, tensor<16x40xf16>, tensor<16x40xf16>, tensor<16xf32>) outs(%dq_t, %dk_t, %dv_t : tensor<16x64xf16>, tensor<16x64xf16>, tensor<16x40xf16>) scale(0.125) -> tensor<16x64xf16>, tensor<16x64xf16>, tensor<16x40xf16>
   return
 }

@@ -72,7 +72,7 @@ struct GradSmem {
     lse = ds + bc * (br + kPad) * 2;
     delta = lse + 2 * br * 4;
     dq = delta + 2 * br * 4;
-    total = dq + (c.bulkReduceDq ? br * (c.d + kDqPad) * 4 : 0);
+    total = dq + (c.bulkReduceDq ? br * (c.d / c.colSplit + kDqPad) * 4 : 0);
   }
 };
 } // namespace
@@ -92,6 +92,9 @@ gpu::GPUFuncOp gpu_lowering::buildGradKernel(OpBuilder &ob, Location loc,
   Type f32 = b.getF32Type();
   const int64_t D = cfg.d, Dv = cfg.dv, Bc = cfg.blockKeys,
                 Br = cfg.blockQueries, W = cfg.warps();
+  // The columns of dK, dV and dQ this CTA owns: all, or one of colSplit
+  // slices (wide heads; S and dP still contract over all of D and Dv).
+  const int64_t Dh = D / cfg.colSplit, Dvh = Dv / cfg.colSplit;
   gpu::GPUFuncOp fn =
       createMemrefKernelFunc(b, argTypes, {}, {}, cfg.threads(), "kernel");
   Block &entry = fn.getBody().front();
@@ -116,15 +119,20 @@ gpu::GPUFuncOp gpu_lowering::buildGradKernel(OpBuilder &ob, Location loc,
   Value lseT = view({2, Br}, f32, lay.lse);
   Value deltaT = view({2, Br}, f32, lay.delta);
   Value dqT =
-      cfg.bulkReduceDq ? view({Br, D + kDqPad}, f32, lay.dq) : Value();
+      cfg.bulkReduceDq ? view({Br, Dh + kDqPad}, f32, lay.dq) : Value();
 
   Value zero = constIdx(b, 0), one = constIdx(b, 1);
   MmaLane ml = mmaLane(b);
   Value tid = ml.tid, warp = ml.warp, lane = ml.lane, g = ml.g, t2 = ml.t2,
         lane8 = ml.lane8, laneHalf8 = ml.laneHalf8, lane16 = ml.lane16;
   Value kvbh = batchHeadBlock(b, kvbhCount);
-  Value k0 = arith::MulIOp::create(
-      b, gpu::BlockIdOp::create(b, gpu::Dimension::x), constIdx(b, Bc));
+  Value bx = gpu::BlockIdOp::create(b, gpu::Dimension::x);
+  Value split = constIdx(b, cfg.colSplit);
+  Value slice = arith::RemUIOp::create(b, bx, split);
+  Value colD = arith::MulIOp::create(b, slice, constIdx(b, Dh));
+  Value colDv = arith::MulIOp::create(b, slice, constIdx(b, Dvh));
+  Value k0 = arith::MulIOp::create(b, arith::DivUIOp::create(b, bx, split),
+                                   constIdx(b, Bc));
   Value lq = memref::DimOp::create(b, q, 1);
   Value lk = memref::DimOp::create(b, k, 1);
   Value lqLast = arith::SubIOp::create(b, lq, one);
@@ -227,10 +235,10 @@ gpu::GPUFuncOp gpu_lowering::buildGradKernel(OpBuilder &ob, Location loc,
 
   Value zf = constF32(b, 0.0);
   GradScoreModArgs modArgs = gradScoreModArgs(entry, cfg);
-  SmallVector<Value> init(D / 2 + Dv / 2, zf); // dK then dV fragments
+  SmallVector<Value> init(Dh / 2 + Dvh / 2, zf); // dK then dV fragments
   // dQ's share of a warp: 16 query rows × `dqCols` columns.
   const int64_t rowTiles = Br / 16, colSplits = W / rowTiles,
-                dqCols = D / colSplits;
+                dqCols = Dh / colSplits;
   Value dqRow = arith::MulIOp::create(
       b, arith::RemUIOp::create(b, warp, constIdx(b, rowTiles)),
       constIdx(b, 16));
@@ -266,8 +274,8 @@ gpu::GPUFuncOp gpu_lowering::buildGradKernel(OpBuilder &ob, Location loc,
   }
   if (cfg.deterministic)
     lockBase = baseAddress(b, entry.getArgument(11));
-  // Row r of the staging tile into its accumulator row: one bulk add of
-  // 4·D bytes.
+  // Row r of the staging tile into its accumulator row (this CTA's
+  // columns): one bulk add of 4·Dh bytes.
   auto reduceRow = [&](ImplicitLocOpBuilder &ib, Value bh, Value q0, Value r) {
     Value grow = arith::AddIOp::create(
         ib, arith::MulIOp::create(ib, bh, lqPad), arith::AddIOp::create(ib, q0, r));
@@ -275,18 +283,22 @@ gpu::GPUFuncOp gpu_lowering::buildGradKernel(OpBuilder &ob, Location loc,
         ib, dqBase,
         arith::IndexCastOp::create(
             ib, ib.getI64Type(),
-            arith::MulIOp::create(ib, grow, constIdx(ib, 4 * D))));
+            arith::MulIOp::create(
+                ib, arith::AddIOp::create(
+                        ib, arith::MulIOp::create(ib, grow, constIdx(ib, D)),
+                        colD),
+                constIdx(ib, 4))));
     Value src = arith::TruncIOp::create(
         ib, ib.getI32Type(),
         arith::AddIOp::create(
             ib, stageBase,
             arith::IndexCastOp::create(
                 ib, ib.getI64Type(),
-                arith::MulIOp::create(ib, r, constIdx(ib, 4 * (D + kDqPad))))));
+                arith::MulIOp::create(ib, r, constIdx(ib, 4 * (Dh + kDqPad))))));
     inlinePtx(ib,
         "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [$0], "
         "[$1], $2;\n\tcp.async.bulk.commit_group;",
-        ValueRange{dst, src, constI32(ib, 4 * D)}, "l,r,r");
+        ValueRange{dst, src, constI32(ib, 4 * Dh)}, "l,r,r");
   };
   auto reduceDq = [&](ImplicitLocOpBuilder &ib, Value it) {
     if (!cfg.deterministic) {
@@ -481,9 +493,11 @@ gpu::GPUFuncOp gpu_lowering::buildGradKernel(OpBuilder &ob, Location loc,
 
         // dV += Pᵀ dO and dK += dSᵀ Q: the registers as A fragments, B the
         // block's rows by ldmatrix with transpose.
-        SmallVector<Value> dK(acc.take_front(D / 2)), dV(acc.drop_front(D / 2));
+        SmallVector<Value> dK(acc.take_front(Dh / 2)),
+            dV(acc.drop_front(Dh / 2));
         auto accumulate = [&](ArrayRef<Value> aVals, Value bTile,
-                              int64_t width, SmallVectorImpl<Value> &out) {
+                              int64_t width, Value col0,
+                              SmallVectorImpl<Value> &out) {
           SmallVector<Value> aFrag = packA(ib, aVals, elem);
           for (int64_t kk = 0; kk < Br / 16; ++kk) {
             Value row = arith::AddIOp::create(ib, lane16, constIdx(ib, 16 * kk));
@@ -491,16 +505,18 @@ gpu::GPUFuncOp gpu_lowering::buildGradKernel(OpBuilder &ob, Location loc,
               SmallVector<Value, 4> bRegs = ldmatrixX4(
                   ib, bTile,
                   ValueRange{st, row,
-                             arith::AddIOp::create(ib, aCol,
-                                                   constIdx(ib, 16 * n16))},
+                             arith::AddIOp::create(
+                                 ib, col0,
+                                 arith::AddIOp::create(
+                                     ib, aCol, constIdx(ib, 16 * n16)))},
                   /*transpose=*/true);
               mmaSyncPair(ib, elem, ArrayRef<Value>(aFrag).slice(4 * kk, 4),
                           bRegs, out, n16);
             }
           }
         };
-        accumulate(p, doT, Dv, dV);
-        accumulate(ds, qT, D, dK);
+        accumulate(p, doT, Dvh, colDv, dV);
+        accumulate(ds, qT, Dh, colD, dK);
 
         // dSᵀ to shared memory as pairs of the element type, for dQ.
         for (size_t i = 0; i < ds.size(); i += 2) {
@@ -537,7 +553,7 @@ gpu::GPUFuncOp gpu_lowering::buildGradKernel(OpBuilder &ob, Location loc,
           Value row = arith::AddIOp::create(ib, lane16, constIdx(ib, 16 * kk));
           for (int64_t n16 = 0; n16 < dqCols / 16; ++n16) {
             Value col = arith::AddIOp::create(
-                ib, dqCol0,
+                ib, arith::AddIOp::create(ib, colD, dqCol0),
                 arith::AddIOp::create(ib, aCol, constIdx(ib, 16 * n16)));
             SmallVector<Value, 4> bRegs =
                 ldmatrixX4(ib, kT, ValueRange{row, col}, /*transpose=*/true);
@@ -552,7 +568,7 @@ gpu::GPUFuncOp gpu_lowering::buildGradKernel(OpBuilder &ob, Location loc,
                 ib, arith::AddIOp::create(ib, q0, rowBase),
                 constIdx(ib, 8 * AccumulatorLayout::rowHalf(i)));
             Value col = arith::AddIOp::create(
-                ib, dqCol0,
+                ib, arith::AddIOp::create(ib, colD, dqCol0),
                 arith::AddIOp::create(
                     ib, t2, constIdx(ib, AccumulatorLayout::column(i))));
             memref::AtomicRMWOp::create(ib, arith::AtomicRMWKind::addf, dq[i],
@@ -603,7 +619,8 @@ gpu::GPUFuncOp gpu_lowering::buildGradKernel(OpBuilder &ob, Location loc,
         /*withElse=*/false);
     OpBuilder::InsertionGuard gd(b);
     b.setInsertionPointToStart(ifKey.thenBlock());
-    auto store = [&](ValueRange frag, int64_t width, Value dst, bool scaled) {
+    auto store = [&](ValueRange frag, int64_t width, Value col0, Value dst,
+                     bool scaled) {
       for (int64_t n8 = 0; n8 < width / 8; ++n8) {
         int64_t c = 8 * n8;
         Value lo = frag[AccumulatorLayout::element(c, h)];
@@ -619,11 +636,12 @@ gpu::GPUFuncOp gpu_lowering::buildGradKernel(OpBuilder &ob, Location loc,
         vector::StoreOp::create(
             b, pair, dst,
             ValueRange{kvbh, keys[h],
-                       arith::AddIOp::create(b, t2, constIdx(b, c))});
+                       arith::AddIOp::create(
+                           b, col0, arith::AddIOp::create(b, t2, constIdx(b, c)))});
       }
     };
-    store(fin.take_front(D / 2), D, dk, /*scaled=*/true);
-    store(fin.drop_front(D / 2), Dv, dv, /*scaled=*/false);
+    store(fin.take_front(Dh / 2), Dh, colD, dk, /*scaled=*/true);
+    store(fin.drop_front(Dh / 2), Dvh, colDv, dv, /*scaled=*/false);
   }
   gpu::ReturnOp::create(b);
   return fn;

@@ -149,12 +149,18 @@ gpu_lowering::gradKernelConfig(AttentionGradOp op,
   cfg.d = op.getQueryType().getDimSize(nb + 1);
   cfg.dv = op.getValueType().getDimSize(nb + 1);
   // D and Dv are the k of Sᵀ = K Qᵀ and dPᵀ = V dOᵀ (steps of 16); dK and
-  // dV live in registers for the whole walk, which bounds them at 128.
+  // dV live in registers for the whole walk, which bounds a CTA's share of
+  // their columns at 128: wider heads split them over two CTAs per key
+  // block (both recompute S and dP), each a multiple of 16.
   if (ShapedType::isDynamic(cfg.d) || ShapedType::isDynamic(cfg.dv) ||
-      cfg.d % 16 || cfg.dv % 16 || cfg.d > 128 || cfg.dv > 128)
+      cfg.d % 16 || cfg.dv % 16 || cfg.d > 256 || cfg.dv > 256 ||
+      ((cfg.d > 128 || cfg.dv > 128) && (cfg.d % 32 || cfg.dv % 32)))
     return fail("the flash.attention_grad kernel needs static head dims D "
-                "and Dv that are multiples of 16 up to 128, got D = " +
+                "and Dv that are multiples of 16 up to 128, or of 32 up to "
+                "256, got D = " +
                 Twine(cfg.d) + ", Dv = " + Twine(cfg.dv));
+  if (cfg.d > 128 || cfg.dv > 128)
+    cfg.colSplit = 2;
   cfg.mask = op.getMaskOrNone();
   cfg.scale = op.getScale().convertToDouble();
   std::string wgmmaWhy;
@@ -170,17 +176,26 @@ gpu_lowering::gradKernelConfig(AttentionGradOp op,
     cfg.bulkReduceDq = true;
     return cfg;
   }
-  cfg.blockKeys = options.gradBlockK > 0 ? options.gradBlockK : 128;
-  cfg.blockQueries = options.gradBlockQ > 0 ? options.gradBlockQ : 64;
+  // Wide heads hold full-width K, V, Q and dO tiles in shared memory: 64
+  // keys and 32 query rows per step keep them within it.
+  bool wide = cfg.colSplit > 1;
+  cfg.blockKeys =
+      options.gradBlockK > 0 ? options.gradBlockK : (wide ? 64 : 128);
+  cfg.blockQueries =
+      options.gradBlockQ > 0 ? options.gradBlockQ : (wide ? 32 : 64);
   // dQ of a block is split over the warps in 16-row tiles and equal column
   // shares of whole pairs of m16n8 fragments.
   int64_t colSplits = cfg.warps() / (cfg.blockQueries / 16);
-  if (colSplits < 1 || cfg.d % (16 * colSplits))
+  int64_t dqWidth = cfg.d / cfg.colSplit;
+  if (colSplits < 1 || dqWidth % (16 * colSplits))
     return fail("grad-block-k = " + Twine(cfg.blockKeys) +
                 " with grad-block-q = " + Twine(cfg.blockQueries) +
-                " splits dQ's D = " + Twine(cfg.d) + " columns over " +
-                Twine(colSplits) + " warps, which needs D a multiple of " +
+                " splits dQ's " + Twine(dqWidth) + " columns over " +
+                Twine(colSplits) + " warps, which needs them a multiple of " +
                 Twine(16 * colSplits));
+  if (wide && options.gradDeterministic)
+    return fail("grad-deterministic takes D and Dv up to 128, got D = " +
+                Twine(cfg.d) + ", Dv = " + Twine(cfg.dv));
   if (options.gradDq == "bulk" && chip.sm < 90)
     return fail("grad-dq=bulk needs sm_90 (cp.reduce.async.bulk)");
   cfg.bulkReduceDq = options.gradDq == "bulk" ||
@@ -349,8 +364,10 @@ LogicalResult gpu_lowering::lowerAttentionGrad(RewriterBase &rewriter,
       mainArgs.append({lq, lk, lqPad, group, kvbhCount});
       mainArgs.append(scoreModArgs);
     }
-    launchOnStream(b, keyBlocks,
-                   arith::CeilDivSIOp::create(b, lk, constIdx(b, cfg.blockKeys)),
+    Value ctas = arith::CeilDivSIOp::create(b, lk, constIdx(b, cfg.blockKeys));
+    if (cfg.colSplit > 1)
+      ctas = arith::MulIOp::create(b, ctas, constIdx(b, cfg.colSplit));
+    launchOnStream(b, keyBlocks, ctas,
                    kvbhCount, cfg.threads(), cfg.smemBytes(), mainArgs, stream);
   }
   {

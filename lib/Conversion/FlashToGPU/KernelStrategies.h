@@ -447,6 +447,10 @@ struct GradKernelConfig {
   bool wgmma = false;         // the sm_90a kernel
   bool bulkReduceDq = false;  // dQ by bulk reductions (sm_90), else atomics
   bool deterministic = false; // those reductions in key-block order
+  /// CTAs per key block, each owning D / colSplit columns of dK and dQ and
+  /// Dv / colSplit of dV (heads wider than 128, whose dK and dV do not fit
+  /// one CTA's registers); the mma.sync kernel only.
+  int64_t colSplit = 1;
   /// With a score_mod: the region (not owned), whether each capture has a
   /// gradient, and the types of the kernels' trailing arguments for it
   /// (gradScoreModArgs).
