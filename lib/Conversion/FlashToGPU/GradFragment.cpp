@@ -140,3 +140,28 @@ void GradFragment::flush(ImplicitLocOpBuilder &b) {
   }
   pending.clear();
 }
+
+std::pair<SmallVector<Value>, SmallVector<Value>> gpu_lowering::buildGradFragment(
+    ImplicitLocOpBuilder &b, const GradKernelConfig &cfg,
+    const GradScoreModArgs *mod, ArrayRef<Value> batchIdx, Value lq, Value lk,
+    Value needsMask, int64_t n,
+    function_ref<GradFragment::Element(GradFragment &, int64_t)> element) {
+  auto ifMask = scf::IfOp::create(b, SmallVector<Type>(2 * n, b.getF32Type()),
+                                  needsMask, /*withElseRegion=*/true);
+  for (bool masked : {true, false}) {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(masked ? ifMask.thenBlock()
+                                      : ifMask.elseBlock());
+    GradFragment frag(cfg, mod, batchIdx, lq, lk, masked);
+    SmallVector<Value> both(2 * n);
+    for (int64_t i = 0; i < n; ++i) {
+      GradFragment::Element e = element(frag, i);
+      both[i] = e.p;
+      both[n + i] = e.ds;
+    }
+    frag.flush(b);
+    scf::YieldOp::create(b, both);
+  }
+  return {SmallVector<Value>(ifMask.getResults().take_front(n)),
+          SmallVector<Value>(ifMask.getResults().drop_front(n))};
+}

@@ -461,35 +461,18 @@ gpu::GPUFuncOp gpu_lowering::buildGradKernel(OpBuilder &ob, Location loc,
         Value needsMask = tileNeedsElementMask(
             ib, cfg.mask, arith::AddIOp::create(ib, k0, kw0), 16, q0,
             arith::AddIOp::create(ib, q0, constIdx(ib, Br - 1)), lk, diagOff);
-        const size_t n = s.size();
-        auto ifMask = scf::IfOp::create(
-            ib, SmallVector<Type>(2 * n, f32), needsMask,
-            /*withElseRegion=*/true);
-        for (bool masked : {true, false}) {
-          OpBuilder::InsertionGuard gd(ib);
-          ib.setInsertionPointToStart(masked ? ifMask.thenBlock()
-                                             : ifMask.elseBlock());
-          GradFragment frag(cfg, &modArgs, batchIdx, lq, lk, masked);
-          SmallVector<Value> p(n), ds(n);
-          for (size_t i = 0; i < n; ++i) {
-            Value query = arith::AddIOp::create(
-                ib, q0,
-                arith::AddIOp::create(
-                    ib, t2, constIdx(ib, AccumulatorLayout::column(i))));
-            int64_t h = AccumulatorLayout::rowHalf(i);
-            GradFragment::Element e =
-                frag.element(ib, s[i], dp[i], lseCols[colOf(i)],
-                             deltaCols[colOf(i)], keys[h], query, h, colOf(i));
-            p[i] = e.p;
-            ds[i] = e.ds;
-          }
-          frag.flush(ib);
-          SmallVector<Value> both(p);
-          both.append(ds);
-          scf::YieldOp::create(ib, both);
-        }
-        SmallVector<Value> p(ifMask.getResults().take_front(n)),
-            ds(ifMask.getResults().drop_front(n));
+        auto [p, ds] = buildGradFragment(
+            ib, cfg, &modArgs, batchIdx, lq, lk, needsMask, s.size(),
+            [&](GradFragment &frag, int64_t i) {
+              Value query = arith::AddIOp::create(
+                  ib, q0,
+                  arith::AddIOp::create(
+                      ib, t2, constIdx(ib, AccumulatorLayout::column(i))));
+              int64_t h = AccumulatorLayout::rowHalf(i);
+              return frag.element(ib, s[i], dp[i], lseCols[colOf(i)],
+                                  deltaCols[colOf(i)], keys[h], query, h,
+                                  colOf(i));
+            });
 
         // dV += Pᵀ dO and dK += dSᵀ Q: the registers as A fragments, B the
         // block's rows by ldmatrix with transpose.

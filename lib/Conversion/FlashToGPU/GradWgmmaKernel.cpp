@@ -383,39 +383,24 @@ gpu::GPUFuncOp gpu_lowering::buildGradWgmmaKernel(OpBuilder &ob, Location loc,
     Value needsMask = tileNeedsElementMask(b, cfg.mask, wgKey0, kWgKeys, q0,
                                            add(b, q0, constIdx(b, Br - 1)),
                                            lk, diagOff);
-    auto ifMask = scf::IfOp::create(b, SmallVector<Type>(2 * n, f32),
-                                    needsMask, /*withElseRegion=*/true);
-    for (bool masked : {true, false}) {
-      OpBuilder::InsertionGuard gm(b);
-      b.setInsertionPointToStart(masked ? ifMask.thenBlock()
-                                        : ifMask.elseBlock());
-      GradFragment frag(cfg, &modArgs, batchIdx, lq, lk, masked);
-      SmallVector<Value> p(n), ds(n);
-      for (int64_t n8 = 0; n8 < Br / 8; ++n8) {
-        auto lsePair = colPair(L.lse, n8);
-        auto deltaPair = colPair(L.delta, n8);
-        for (int64_t e = 0; e < 4; ++e) {
-          int64_t i = 4 * n8 + e;
+    std::pair<Value, Value> lsePair, deltaPair;
+    auto [p, ds] = buildGradFragment(
+        b, cfg, &modArgs, batchIdx, lq, lk, needsMask, n,
+        [&](GradFragment &frag, int64_t i) {
+          int64_t n8 = i / 4, e = i % 4;
+          if (e == 0) {
+            lsePair = colPair(L.lse, n8);
+            deltaPair = colPair(L.delta, n8);
+          }
           int64_t h = AccumulatorLayout::rowHalf(i);
           Value query = add(
               b, q0, add(b, laneColL, constIdx(b, AccumulatorLayout::column(i))));
-          GradFragment::Element el = frag.element(
-              b, LLVM::ExtractValueOp::create(b, sAcc, i),
-              LLVM::ExtractValueOp::create(b, dpAcc, i),
-              e % 2 ? lsePair.second : lsePair.first,
-              e % 2 ? deltaPair.second : deltaPair.first, keys[h], query, h,
-              2 * n8 + e % 2);
-          p[i] = el.p;
-          ds[i] = el.ds;
-        }
-      }
-      frag.flush(b);
-      SmallVector<Value> both(p);
-      both.append(ds);
-      scf::YieldOp::create(b, both);
-    }
-    SmallVector<Value> p(ifMask.getResults().take_front(n)),
-        ds(ifMask.getResults().drop_front(n));
+          return frag.element(b, LLVM::ExtractValueOp::create(b, sAcc, i),
+                              LLVM::ExtractValueOp::create(b, dpAcc, i),
+                              e % 2 ? lsePair.second : lsePair.first,
+                              e % 2 ? deltaPair.second : deltaPair.first,
+                              keys[h], query, h, 2 * n8 + e % 2);
+        });
 
     // dV += Pᵀ dO and dK += dSᵀ Q: the registers as A, B MN-major.
     SmallVector<Value> pA = packA(b, p, elem), dsA = packA(b, ds, elem);

@@ -525,6 +525,16 @@ private:
       pending;
 };
 
+/// A step's whole fragment of `n` elements: the element mask only under
+/// `needsMask` (scf.if: the masked elements in its then branch), each
+/// element from `element(frag, i)` with that branch's GradFragment, which is
+/// flushed at the branch's end. Returns (Pᵀ, dSᵀ).
+std::pair<SmallVector<Value>, SmallVector<Value>> buildGradFragment(
+    ImplicitLocOpBuilder &b, const GradKernelConfig &cfg,
+    const GradScoreModArgs *mod, ArrayRef<Value> batchIdx, Value lq, Value lk,
+    Value needsMask, int64_t n,
+    function_ref<GradFragment::Element(GradFragment &, int64_t)> element);
+
 /// The key-block kernel, `kernel`. Arguments: q, k, v, do ([bh, L, D]
 /// memrefs, dynamic outer sizes), lse·log2 e and delta = rowsum(dO ∘ O)
 /// ([bh, Lq padded] f32), the dQ accumulator ([bh, Lq padded, D] f32, added

@@ -297,30 +297,16 @@ Value gpu_lowering::inlineScoreMod(ImplicitLocOpBuilder &b, Region &scoreMod,
                                    Value score, ArrayRef<Value> batchIdx,
                                    Value row, Value col,
                                    ArrayRef<Value> captures) {
-  // Block arguments: the score, the batch indices, the query row, the key
-  // column and the captures; `tensor.extract` from a capture becomes a load
-  // from its memref (the host side checked that is the only use).
-  Block &body = scoreMod.front();
-  int64_t nb = batchIdx.size();
+  // A capture's `tensor.extract` becomes a load from its memref (the host
+  // side checked that is the only use).
   IRMapping map;
-  // The capture arguments stay unmapped: their reads become loads below.
-  mapScoreModArguments(map, body, score, batchIdx, row, col, ValueRange());
-  unsigned firstCapture = 3 + nb;
-  for (Operation &op : body.without_terminator()) {
-    if (auto ex = dyn_cast<tensor::ExtractOp>(&op)) {
-      auto arg = dyn_cast<BlockArgument>(ex.getTensor());
-      if (arg && arg.getOwner() == &body &&
-          arg.getArgNumber() >= firstCapture) {
-        SmallVector<Value> idx;
-        for (Value v : ex.getIndices())
-          idx.push_back(map.lookup(v));
-        map.map(ex.getResult(), loadCapture(b, captures, ex, idx));
-        continue;
-      }
-    }
-    b.clone(op, map);
-  }
-  return map.lookup(body.getTerminator()->getOperand(0));
+  cloneScoreMod(b, b.getLoc(), scoreMod, map, score, batchIdx, row, col,
+                ValueRange(),
+                [&](OpBuilder &ob, Location, tensor::ExtractOp ex,
+                    ValueRange idx) {
+                  return loadCapture(ob, captures, ex, idx);
+                });
+  return map.lookup(scoreMod.front().getTerminator()->getOperand(0));
 }
 
 Value gpu_lowering::loadCapture(OpBuilder &b, ArrayRef<Value> captures,

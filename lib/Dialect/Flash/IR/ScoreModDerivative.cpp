@@ -121,14 +121,12 @@ private:
 };
 } // namespace
 
-FailureOr<ScoreModGradient> mlir::flash::buildScoreModGradient(
-    OpBuilder &b, Location loc, Region &scoreMod, ValueRange captures,
-    Value s, ValueRange batch, Value i, Value j, CaptureReader readCapture) {
+void mlir::flash::cloneScoreMod(OpBuilder &b, Location loc, Region &scoreMod,
+                                IRMapping &map, Value s, ValueRange batch,
+                                Value i, Value j, ValueRange captures,
+                                CaptureReader readCapture) {
   Block &body = scoreMod.front();
-  unsigned nb = batch.size();
-  unsigned numIndices = nb + 2;
-  unsigned firstCapture = firstCaptureArg(body, numIndices);
-  IRMapping map;
+  unsigned firstCapture = firstCaptureArg(body, batch.size() + 2);
   mapScoreModArguments(map, body, s, batch, i, j, captures);
   for (Operation &op : body.without_terminator()) {
     auto ex = dyn_cast<tensor::ExtractOp>(&op);
@@ -143,6 +141,16 @@ FailureOr<ScoreModGradient> mlir::flash::buildScoreModGradient(
     }
     b.clone(op, map);
   }
+}
+
+FailureOr<ScoreModGradient> mlir::flash::buildScoreModGradient(
+    OpBuilder &b, Location loc, Region &scoreMod, ValueRange captures,
+    Value s, ValueRange batch, Value i, Value j, CaptureReader readCapture) {
+  Block &body = scoreMod.front();
+  unsigned nb = batch.size();
+  unsigned numIndices = nb + 2;
+  IRMapping map;
+  cloneScoreMod(b, loc, scoreMod, map, s, batch, i, j, captures, readCapture);
 
   ScoreModGradient grad;
   Value yielded = body.getTerminator()->getOperand(0);

@@ -90,6 +90,13 @@ struct ScoreModGradient {
 /// the region's `tensor.extract` and its indices, already mapped.
 using CaptureReader =
     function_ref<Value(OpBuilder &, Location, tensor::ExtractOp, ValueRange)>;
+/// Clones the ops of `scoreMod`'s block (not its terminator) at the
+/// builder's insertion point for score `s` at (batch..., i, j), recording
+/// the clones in `map`: its captures are `captures`, or with `readCapture`
+/// their `tensor.extract`s are what it builds.
+void cloneScoreMod(OpBuilder &b, Location loc, Region &scoreMod,
+                   IRMapping &map, Value s, ValueRange batch, Value i, Value j,
+                   ValueRange captures, CaptureReader readCapture = nullptr);
 /// Inlines `scoreMod` at the builder's insertion point for score `s` at
 /// (batch..., i, j) with `captures`, and its derivative with respect to the
 /// score and to each float capture read. With `readCapture`, the captures'
