@@ -184,6 +184,10 @@ def FlashRaiseAttentionPass : Pass<"flash-raise-attention"> {
       `score_mod`, the tensors it reads becoming `captures`;
     - transposes of Q/K/V/O fold into the operand layout; K/V that repeat
       fewer heads in interleaved order become grouped-query attention.
+    - K and V gathered through one block table from page pools
+      (`[pages, page_size, Hkv, D]`, reshaped to `[B, pages · page_size,
+      Hkv, D]`) and masked at each sequence's length, or not at all, become
+      `flash.paged_attention` over the pools (PagedGather.cpp).
 
     Everything else that looks like attention is left alone: softmax over
     the wrong axis, intermediates with other users, partial softmax, wrong

@@ -1144,6 +1144,7 @@ struct FlashRaiseAttentionPass
       for (linalg::LinalgOp qk : candidates)
         if (!raiser.erased.contains(qk.getOperation()))
           remarkSoftmaxWithoutSecondMatmul(qk);
+    foldPagedGathers(rewriter, func, remarks);
     // TOSA normalisation leaves dead reshapes and broadcasts behind (each
     // tosa.reshape used once more than its folded form needs); a fused
     // attention must not keep the repeated K/V alive through them.

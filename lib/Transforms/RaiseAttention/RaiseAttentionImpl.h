@@ -16,6 +16,7 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/IR/AffineMap.h"
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/SetVector.h"
@@ -291,6 +292,14 @@ FailureOr<BackwardMatch> matchBackward(const ForwardFacts &fwd,
                                        ArrayRef<Operation *> escapes,
                                        DenseSet<Operation *> &examined,
                                        Refusal &why);
+
+//===- Paged KV caches (PagedGather.cpp) ----------------------------------===//
+/// Rewrites each flash.attention in `func` whose K and V are gathered
+/// through one block table (and masked at each sequence's length, or not at
+/// all) into flash.paged_attention over the pools; with `remarks`, a gather
+/// that does not fold emits a remark saying why.
+void foldPagedGathers(RewriterBase &rw, FunctionOpInterface func,
+                      bool remarks);
 
 } // namespace mlir::flash::raise
 
