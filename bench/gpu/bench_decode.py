@@ -1,6 +1,7 @@
 """Decode: one (or 16) query rows per head against a long K/V cache, through
 flash_mlir.attention on torch CUDA tensors (static shapes, kernels from the cache), beside
-torch SDPA's cuDNN and FlashAttention-2 backends and FlexAttention in the same process.
+torch SDPA's cuDNN and FlashAttention-2 backends and, with --flex, FlexAttention in the
+same process.
 
 The work is reading K and V once, so each row reports the K+V read rate — bytes of the
 K and V the caller passed (B · Hkv · Lk · (D + Dv) · 2) over the kernel time — and its
@@ -10,6 +11,23 @@ decode is two launches. Call time is CUDA events around one call. "ours-paged16"
 same keys kept as a paged cache (pages of PAGE keys in a shuffled pool, a block table,
 every sequence's length Lk), the layout vLLM and FlashInfer use.
 
+With --flex, on every case (every row's output is checked against ours):
+  flex          torch.compile(flex_attention) on the contiguous K and V, enable_gqa=True.
+  flex-paged16  flex_attention reading the pool ours-paged16 reads, through torch's
+                PagedAttention (torch.nn.attention.experimental._paged_attention): the
+                pool seen as Flex's physical cache [1, Hkv, pages · PAGE, D] (one copy,
+                before timing), our block table as its page table, and a block mask of
+                one page per KV block, every key live, converted by
+                convert_logical_block_mask. Where Flex takes no 16-key block on the first
+                case, the column is flex-paged128 from there on: the same keys in a pool
+                of 128-key pages (the "failed" row of flex-paged16 says why); where
+                neither runs there, the column is left out, said on stderr.
+Flex is compiled by torch.compile once per (B, Hq/Hkv, Lq), contiguous and paged apart,
+some 25 compiles in all: batch, heads and Lq stay static, because Flex's decode kernel
+takes only static batch and heads (symbolic ones send it to its prefill kernel), and Lk
+is dynamic. The first call of each Flex row, the compile when one happens, is timed on
+stderr with the count of new Dynamo graphs, and the total at the end.
+
 Here (compiler, no GPU):  python3 bench/gpu/bench_decode.py --prebuild DIR
 There (GPU, no LLVM):     FLASH_MLIR_CACHE_DIR=DIR python3 bench/gpu/bench_decode.py [--flex]
 Variants of our kernel (VARIANTS, on the VARIANT_CASES subset), beside the default:
@@ -18,6 +36,7 @@ Variants of our kernel (VARIANTS, on the VARIANT_CASES subset), beside the defau
 import argparse
 import os
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
@@ -31,9 +50,6 @@ CASES = [(b, hq, hkv, lq, lk)
          for lq in (1, 16)
          for b in (1, 16, 64)
          for lk in (4096, 32768, 131072)]
-# FlexAttention compiles per shape (tens of seconds each): a subset.
-FLEX = {(16, 32, 8, 1, 32768), (16, 32, 8, 16, 32768), (1, 32, 8, 1, 131072),
-        (64, 8, 1, 1, 4096)}
 
 
 # name -> flash_mlir.attention keywords: kernel options to compare against the default.
@@ -55,6 +71,10 @@ VARIANT_CASES = [(16, 32, 8, 1, 32768), (64, 32, 8, 1, 32768), (1, 32, 8, 1, 131
 
 
 PAGE = 16
+# Pages of Flex's paged column where Flex takes no PAGE-key KV block: its decode kernel's
+# default KV tile is 64 keys and a block must be whole tiles (releases that clamp the tile
+# to the block do run 16). torch's own paged-attention tests use pages of 64, 128 and 256.
+FLEX_FALLBACK_PAGE = 128
 
 
 def shapes(case):
@@ -90,24 +110,176 @@ def copy_rate_tbs(torch):
     return 2 * x.numel() / ms / 1e9
 
 
-def run(with_flex, variants):
+def paged_pool(x, page, perm):
+    """x (B, Hkv, Lk, D) as pages of `page` keys in a pool (pages, page, Hkv, D): logical
+    page j (sequence j // (Lk/page), keys from (j % (Lk/page)) · page on) at pool[perm[j]]."""
+    b, hkv, lk, d = x.shape
+    pool = x.new_empty((b * lk // page, page, hkv, d))
+    pool[perm] = x.transpose(1, 2).reshape(-1, page, hkv, d)
+    return pool
+
+
+def flex_cache(pool):
+    """A pool as the physical cache PagedAttention gives Flex, [1, Hkv, pages · page, D]:
+    page p's keys at rows p · page on."""
+    pages, page, hkv, d = pool.shape
+    return pool.permute(2, 0, 1, 3).reshape(1, hkv, pages * page, d)
+
+
+def compile_flex(torch):
+    import torch._dynamo
+    from torch.nn.attention.flex_attention import flex_attention
+    # Past its recompile limit (8 by default) Dynamo runs the function eagerly, and eager
+    # flex_attention is the unfused reference: the rows would time something else. The
+    # sweep compiles ~25 times; past a limit that leaves room, fail the row instead.
+    cfg = torch._dynamo.config
+    for name, value in (("recompile_limit", 64), ("cache_size_limit", 64),
+                        ("accumulated_recompile_limit", 1024),
+                        ("accumulated_cache_size_limit", 1024),
+                        ("fail_on_recompile_limit_hit", True)):
+        if hasattr(cfg, name):
+            setattr(cfg, name, value)
+    return torch.compile(flex_attention)
+
+
+def pin_flex_dims(torch, q, kv, dynamic_len):
+    """Batch, heads and Lq static for Flex, and Lk dynamic where dynamic_len.
+
+    Flex's decode kernel (torch/_inductor/kernel/flex/flex_decoding.py: _use_flex_decoding,
+    get_split_k) takes only static batch and heads; symbolic ones, as dynamic=True or
+    automatic dynamic shapes would make them after the first change of B, send it to the
+    prefill kernel. So one compile per (B, Hq/Hkv, Lq), and Lk is what varies within one."""
+    for i in range(3):
+        torch._dynamo.mark_static(q, i)
+    for t in kv:
+        torch._dynamo.mark_static(t, 0)
+        torch._dynamo.mark_static(t, 1)
+        # maybe_: where Flex does specialize Lk, that compile is static instead of an error.
+        if dynamic_len and hasattr(torch._dynamo, "maybe_mark_dynamic"):
+            torch._dynamo.maybe_mark_dynamic(t, 2)
+
+
+def flex_paged(torch, flex, q, k, v, page, pools=None):
+    """The Flex call on a paged cache of k and v, after its setup (all of it here, none
+    in the call): pools = (kp, vp, table), the pool and table ours-paged reads, or None
+    for a fresh shuffled pool of `page`-key pages."""
+    from torch.nn.attention.experimental._paged_attention import PagedAttention
+    from torch.nn.attention.flex_attention import create_block_mask, noop_mask
+    b, hkv, lk, d = k.shape
+    if pools is None:
+        perm = torch.randperm(b * lk // page, device="cuda")
+        table = perm.reshape(b, lk // page).to(torch.int32)
+        kc = flex_cache(paged_pool(k, page, perm))
+        vc = flex_cache(paged_pool(v, page, perm))
+    else:
+        kp, vp, table = pools
+        kc, vc = flex_cache(kp), flex_cache(vp)
+    pa = PagedAttention(table.numel(), page, b, device="cuda")
+    # reserve() hands a sequence the pages at the end of empty_pages, in logical order,
+    # and fills the page table and its inverse (and, in some releases, the lengths the
+    # converted mask_mod reads): so lined up, sequence i gets row i of our table.
+    pa.empty_pages = [p for row in reversed(table.tolist()) for p in row]
+    lens = torch.full((b,), lk, dtype=torch.int64, device="cuda")
+    for i in range(b):
+        pa.reserve(torch.tensor(i), lens[i])
+    if not torch.equal(pa.page_table[:, :lk // page], table.to(pa.page_table.dtype)):
+        raise RuntimeError("PagedAttention.reserve did not follow the block table")
+    # KV blocks of one page, as convert_logical_block_mask requires. Q blocks of 128 rows:
+    # the decode kernel needs the Q block to be whole row tiles, and its tile holds
+    # Lq · Hq/Hkv rows (up to 128 here), rounded up to a power of two.
+    logical = create_block_mask(noop_mask, b, None, q.shape[2], lk, device="cuda",
+                                BLOCK_SIZE=(128, page))
+    # No score_mod: the converted mask_mod already maps physical keys to logical ones and
+    # drops what is not live; get_score_mod would add the same lookup again for a score
+    # that reads no position.
+    mask = pa.convert_logical_block_mask(logical)
+    # The cache length (pages · page) is left to automatic dynamic shapes: Flex checks it
+    # against the block mask's length, a plain int, so a mark would be specialized away.
+    pin_flex_dims(torch, q, (kc, vc), dynamic_len=False)
+    return lambda: flex(q, kc, vc, block_mask=mask, enable_gqa=True)
+
+
+def failing(e):
+    """A call that raises what setting it up raised, for its row (the text only: the
+    traceback would keep the setup's tensors alive)."""
+    msg = f"{type(e).__name__}: {e}"
+
+    def fn():
+        raise RuntimeError(msg)
+    return fn
+
+
+def short(e):
+    """The first telling line of an exception, for a table cell."""
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    # torch.compile puts the backend's error under "backend='inductor' raised:".
+    lines = [ln for ln in lines if not ln.endswith("raised:")] or lines
+    return lines[0][:60].replace("|", "/") if lines else type(e).__name__
+
+
+def dynamo_graphs():
+    """Graphs Dynamo has compiled so far, or None where its counters moved."""
+    try:
+        from torch._dynamo.utils import counters
+        return counters["stats"]["unique_graphs"]
+    except Exception:
+        return None
+
+
+def run(with_flex, variants, only_lq=None):
     import torch
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from common import device_line, measure
 
+    start = time.perf_counter()
     print(device_line())
     ceiling = copy_rate_tbs(torch)
     print(f"device-to-device copy: {ceiling:.2f} TB/s (read + write)")
     print()
     print("| B | Hq/Hkv | Lq | Lk | impl | kernel µs | K+V TB/s | of copy | call µs |")
     print("|---|---|---|---|---|---|---|---|---|")
-    flex = None
-    if with_flex:
-        from torch.nn.attention.flex_attention import flex_attention
-        flex = torch.compile(flex_attention)
+    flex = compile_flex(torch) if with_flex else None
+    # Page sizes Flex's paged column may use: settled on the first case, to the first that
+    # runs there (none: the column is dropped, rather than failing a compile per case).
+    flex_pages = [PAGE, FLEX_FALLBACK_PAGE]
+    flex_first_s = []
+
+    def bench(case, kv_bytes, name, fn, ref):
+        """Prints the row of one impl; returns its output, None where it failed."""
+        b, hq, hkv, lq, lk = case
+        is_flex = name.startswith("flex")
+        graphs = dynamo_graphs() if is_flex else None
+        try:
+            t0 = time.perf_counter()
+            try:
+                out = fn()
+                torch.cuda.synchronize()
+            finally:
+                if is_flex:
+                    first = time.perf_counter() - t0
+                    flex_first_s.append(first)
+                    now = dynamo_graphs()
+                    new = ("" if graphs is None or now is None
+                           else f", {now - graphs} new graph(s)")
+                    print(f"{name} {case}: first call {first:.1f} s{new}", file=sys.stderr)
+            if ref is not None and (out.float() - ref.float()).abs().max().item() > 0.05:
+                print(f"| {b} | {hq}/{hkv} | {lq} | {lk} | {name} | differs from ours | | | |")
+            kern, call, _ = measure(fn, calls=20, kernels="all")
+        except Exception as e:  # a backend that does not take the shape
+            print(f"| {b} | {hq}/{hkv} | {lq} | {lk} | {name} | failed: {short(e)} | | | |")
+            if is_flex:
+                print(f"{name} {case} failed: {type(e).__name__}: {e}"[:3000], file=sys.stderr)
+            return None
+        rate = kv_bytes / kern / 1e6
+        print(f"| {b} | {hq}/{hkv} | {lq} | {lk} | {name} | {kern:.1f} | {rate:.2f} | "
+              f"{rate / ceiling:.2f} | {call:.1f} |")
+        return out
+
     for case in (VARIANT_CASES if variants else CASES):
         b, hq, hkv, lq, lk = case
+        if only_lq is not None and lq != only_lq:
+            continue
         qs, ks, vs = shapes(case)
         q = torch.randn(qs, device="cuda", dtype=torch.bfloat16)
         k = torch.randn(ks, device="cuda", dtype=torch.bfloat16)
@@ -123,43 +295,49 @@ def run(with_flex, variants):
                 with sdpa_kernel([backend]):
                     return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
             impls.append((name, sdpa))
+        kp = vp = table = None
         if not variants:
             # The same keys as pages in a shuffled pool.
             perm = torch.randperm(b * lk // PAGE, device="cuda")
-
-            def pool(x):
-                p = torch.empty((b * lk // PAGE, PAGE, hkv, D), device="cuda",
-                                dtype=x.dtype)
-                p[perm] = x.transpose(1, 2).reshape(-1, PAGE, hkv, D)
-                return p
-            kp, vp = pool(k), pool(v)
+            kp, vp = paged_pool(k, PAGE, perm), paged_pool(v, PAGE, perm)
             table = perm.reshape(b, lk // PAGE).to(torch.int32)
             lens = torch.full((b,), lk, dtype=torch.int32, device="cuda")
             impls.append(("ours-paged%d" % PAGE,
                           lambda: flash_mlir.attention(q, kp, vp, block_table=table,
                                                        seq_lens=lens)))
-        if flex is not None and case in FLEX:
+        if flex is not None:
+            pin_flex_dims(torch, q, (k, v), dynamic_len=True)
             impls.append(("flex", lambda: flex(q, k, v, enable_gqa=True)))
         ref = None
         for name, fn in impls:
-            try:
-                out = fn()
-                torch.cuda.synchronize()
-                if ref is None:
-                    ref = out
-                elif (out.float() - ref.float()).abs().max().item() > 0.05:
-                    print(f"| {b} | {hq}/{hkv} | {lq} | {lk} | {name} | differs from ours | | | |")
-                kern, call, _ = measure(fn, calls=20, kernels="all")
-            except Exception as e:  # a backend that does not take the shape
-                msg = str(e).strip().splitlines()[0][:60] if str(e).strip() else type(e).__name__
-                print(f"| {b} | {hq}/{hkv} | {lq} | {lk} | {name} | failed: {msg} | | | |")
-                continue
-            rate = kv_bytes / kern / 1e6
-            print(f"| {b} | {hq}/{hkv} | {lq} | {lk} | {name} | {kern:.1f} | {rate:.2f} | "
-                  f"{rate / ceiling:.2f} | {call:.1f} |")
+            out = bench(case, kv_bytes, name, fn, ref)
+            if ref is None:
+                ref = out
+        if flex is not None and not variants and flex_pages:
+            ok = False
+            for page in flex_pages:
+                try:
+                    fn = flex_paged(torch, flex, q, k, v, page,
+                                    (kp, vp, table) if page == PAGE else None)
+                except Exception as e:  # no PagedAttention, or not the one read here
+                    fn = failing(e)
+                ok = bench(case, kv_bytes, "flex-paged%d" % page, fn, ref) is not None
+                fn = None
+                torch.cuda.empty_cache()
+                if ok:
+                    break
+            if len(flex_pages) > 1:
+                flex_pages = [page] if ok else []
+                if not ok:
+                    print("flex-paged: no page size ran on the first case; "
+                          "the column is left out from here on", file=sys.stderr)
         del q, k, v, ref, impls
-        kp = vp = None
+        out = kp = vp = table = None
         torch.cuda.empty_cache()
+    if flex is not None:
+        print(f"Flex first calls (compiles included): {sum(flex_first_s):.0f} s over "
+              f"{len(flex_first_s)} rows; the run: {time.perf_counter() - start:.0f} s",
+              file=sys.stderr)
 
 
 if __name__ == "__main__":
@@ -168,6 +346,8 @@ if __name__ == "__main__":
     ap.add_argument("--prebuild", metavar="DIR")
     ap.add_argument("--flex", action="store_true")
     ap.add_argument("--variants", default="", help="comma-separated names from VARIANTS")
+    ap.add_argument("--lq", type=int, default=None,
+                    help="only the cases of this Lq (the table in two device calls)")
     a = ap.parse_args()
     if a.prebuild:
         prebuild(a.prebuild)
@@ -176,4 +356,4 @@ if __name__ == "__main__":
         unknown = [n for n in names if n not in VARIANTS]
         if unknown:
             ap.error("unknown variant(s) %s; known: %s" % (unknown, ", ".join(VARIANTS)))
-        run(a.flex, names)
+        run(a.flex, names, a.lq)
