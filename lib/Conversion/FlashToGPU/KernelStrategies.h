@@ -395,6 +395,44 @@ gpu::GPUFuncOp buildSplitKVCombineKernel(OpBuilder &b, Location loc,
                                          gpu::GPUModuleOp module,
                                          const MemrefKernelSpec &spec,
                                          ArrayRef<Type> argTypes);
+/// The split-KV host side, shared by the split kernel and the wgmma kernel's
+/// decode form: how many CTAs split each key range, the partials and the
+/// combine.
+///
+/// The split count for `ctas` CTAs per split, `ctasPerSM` resident per SM
+/// and `keyTiles` key tiles: from the device's SM count at run time, the
+/// fewest splits whose last wave is nearly as full as the best choice's,
+/// at least two tiles per split.
+Value splitCount(ImplicitLocOpBuilder &b, Operation *anchor, Value ctas,
+                 int64_t ctasPerSM, Value keyTiles);
+struct SplitPlan {
+  Value splits;        // after rounding: no split left without a tile
+  Value tilesPerSplit; // whole key tiles per split
+  Value multi;         // splits > 1: partials and the combine
+};
+SplitPlan planSplits(ImplicitLocOpBuilder &b, Value splits, Value keyTiles);
+/// Partial outputs [splits, rows, Dv] and lse [splits, rows], f32: each
+/// split's rows normalised over its keys, and those keys' log-sum-exp.
+std::pair<MemRefType, MemRefType> splitPartialTypes(MLIRContext *ctx,
+                                                    int64_t dv);
+/// The combine kernel's argument types for an output (and lse) memref.
+SmallVector<Type> splitCombineArgTypes(MLIRContext *ctx, int64_t dv, Type out,
+                                       Type lse);
+struct SplitPartials {
+  Value out, lse, token;
+};
+/// The partials, stream-ordered on the caller's stream (zero-sized unless
+/// `multi`: one split writes the output itself).
+SplitPartials allocSplitPartials(ImplicitLocOpBuilder &b, Value stream,
+                                 Value splits, Value multi, Value rows,
+                                 int64_t dv);
+/// When `multi`, launches `combine` over the `rows` rows of `out` [bh, Lq,
+/// Dv] (and `lse` [bh, Lq], or null); then frees the partials.
+void combineAndFreePartials(ImplicitLocOpBuilder &b, gpu::GPUFuncOp combine,
+                            const SplitPartials &p, Value out, Value lse,
+                            Value splits, Value multi, Value rows,
+                            Value stream);
+
 /// Replaces `op` (a flash.attention or flash.paged_attention) by the split
 /// count's computation, the partials' buffers and the two launches.
 LogicalResult lowerToSplitKVLaunch(RewriterBase &rewriter, Operation *op,

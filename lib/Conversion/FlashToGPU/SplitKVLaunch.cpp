@@ -105,6 +105,105 @@ static Value chooseSplits(ImplicitLocOpBuilder &b, Value ctas, Value slots,
   return arith::SelectOp::create(b, full, one, pick.getResult(0));
 }
 
+Value gpu_lowering::splitCount(ImplicitLocOpBuilder &b, Operation *anchor,
+                               Value ctas, int64_t ctasPerSM, Value keyTiles) {
+  Value one = constIdx(b, 1);
+  Value slots = arith::MulIOp::create(b, multiprocessorCount(b, anchor),
+                                      constIdx(b, ctasPerSM));
+  Value maxSplits = arith::MinSIOp::create(
+      b,
+      arith::MaxSIOp::create(
+          b, arith::DivSIOp::create(b, keyTiles, constIdx(b, kMinTilesPerSplit)),
+          one),
+      constIdx(b, kMaxSplits));
+  return chooseSplits(b, ctas, slots, maxSplits);
+}
+
+SplitPartials gpu_lowering::allocSplitPartials(ImplicitLocOpBuilder &b,
+                                               Value stream, Value splits,
+                                               Value multi, Value rows,
+                                               int64_t dv) {
+  MLIRContext *ctx = b.getContext();
+  SplitPartials p;
+  p.token = UnrealizedConversionCastOp::create(
+                b, TypeRange{gpu::AsyncTokenType::get(ctx)}, ValueRange{stream})
+                .getResult(0);
+  // One split writes the output itself: a zero-sized buffer nothing touches.
+  Value n = arith::SelectOp::create(b, multi, splits, constIdx(b, 0));
+  auto alloc = [&](MemRefType t, ValueRange sizes) {
+    return gpu::AllocOp::create(b, t, gpu::AsyncTokenType::get(ctx),
+                                ValueRange{p.token}, sizes, ValueRange{},
+                                /*hostShared=*/false)
+        .getMemref();
+  };
+  auto [oType, lseType] = splitPartialTypes(ctx, dv);
+  p.out = alloc(oType, {n, rows});
+  p.lse = alloc(lseType, {n, rows});
+  return p;
+}
+
+std::pair<MemRefType, MemRefType>
+gpu_lowering::splitPartialTypes(MLIRContext *ctx, int64_t dv) {
+  Type f32 = Float32Type::get(ctx);
+  return {MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic, dv}, f32),
+          MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic}, f32)};
+}
+
+SmallVector<Type> gpu_lowering::splitCombineArgTypes(MLIRContext *ctx,
+                                                     int64_t dv, Type out,
+                                                     Type lse) {
+  auto [o, l] = splitPartialTypes(ctx, dv);
+  SmallVector<Type> t = {o, l, out};
+  if (lse)
+    t.push_back(lse);
+  t.push_back(IndexType::get(ctx));
+  return t;
+}
+
+SplitPlan gpu_lowering::planSplits(ImplicitLocOpBuilder &b, Value splits,
+                                   Value keyTiles) {
+  Value one = constIdx(b, 1);
+  SplitPlan p;
+  // Whole tiles per split, and no split left without one.
+  p.tilesPerSplit = arith::MaxSIOp::create(
+      b, arith::CeilDivSIOp::create(b, keyTiles, splits), one);
+  p.splits = arith::MaxSIOp::create(
+      b, arith::CeilDivSIOp::create(b, keyTiles, p.tilesPerSplit), one);
+  p.multi = arith::CmpIOp::create(b, arith::CmpIPredicate::sgt, p.splits, one);
+  return p;
+}
+
+void gpu_lowering::combineAndFreePartials(ImplicitLocOpBuilder &b,
+                                          gpu::GPUFuncOp combine,
+                                          const SplitPartials &p, Value out,
+                                          Value lse, Value splits, Value multi,
+                                          Value rows, Value stream) {
+  Value one = constIdx(b, 1);
+  {
+    OpBuilder::InsertionGuard g(b);
+    auto ifMulti = scf::IfOp::create(b, multi, /*withElse=*/false);
+    b.setInsertionPointToStart(ifMulti.thenBlock());
+    // Many splits over few rows: the warps of a CTA share a row's splits.
+    Value wpr = arith::SelectOp::create(
+        b,
+        arith::CmpIOp::create(b, arith::CmpIPredicate::sge, splits,
+                              constIdx(b, kCombineSplitsPerWarp)),
+        constIdx(b, kSplitKVCombineWarps), one);
+    SmallVector<Value> cargs = {p.out, p.lse, out};
+    if (lse)
+      cargs.push_back(lse);
+    cargs.push_back(wpr);
+    Value blocks = arith::CeilDivSIOp::create(
+        b, rows,
+        arith::DivUIOp::create(b, constIdx(b, kSplitKVCombineWarps), wpr));
+    launchOnStream(b, combine, blocks, one, 32 * kSplitKVCombineWarps,
+                   /*dynamicSmemBytes=*/0, cargs, stream);
+  }
+  for (Value m : {p.out, p.lse})
+    gpu::DeallocOp::create(b, gpu::AsyncTokenType::get(b.getContext()),
+                           ValueRange{p.token}, m);
+}
+
 LogicalResult gpu_lowering::lowerToSplitKVLaunch(
     RewriterBase &rewriter, Operation *op, const OperandBuffers &bufs,
     const MemrefKernelSpec &spec, const SplitKVConfig &cfg,
@@ -117,19 +216,14 @@ LogicalResult gpu_lowering::lowerToSplitKVLaunch(
   ImplicitLocOpBuilder b(loc, rewriter);
   MemrefLaunchArgs a = memrefLaunchArgs(b, bufs, spec);
 
-  Type f32 = b.getF32Type();
-  auto oPartTy = MemRefType::get(
-      {ShapedType::kDynamic, ShapedType::kDynamic, spec.dv}, f32);
-  auto lsePartTy =
-      MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic}, f32);
+  auto [oPartTy, lsePartTy] = splitPartialTypes(ctx, spec.dv);
   SmallVector<Type> argTypes;
   for (Value v : a.args)
     argTypes.push_back(v.getType());
   argTypes.append({oPartTy, lsePartTy, b.getIndexType()});
-  SmallVector<Type> combineTypes = {oPartTy, lsePartTy, a.args[3].getType()};
-  if (bufs.lse)
-    combineTypes.push_back(a.args[4].getType());
-  combineTypes.push_back(b.getIndexType());
+  SmallVector<Type> combineTypes = splitCombineArgTypes(
+      ctx, spec.dv, a.args[3].getType(),
+      bufs.lse ? a.args[4].getType() : Type());
 
   gpu::GPUFuncOp kernel, combine;
   {
@@ -146,77 +240,32 @@ LogicalResult gpu_lowering::lowerToSplitKVLaunch(
   Value nT = arith::CeilDivSIOp::create(b, a.lk, constIdx(b, cfg.tileKeys));
   Value kvbhCount = arith::DivUIOp::create(b, a.bhCount, constIdx(b, cfg.group));
   Value ctas = arith::MulIOp::create(b, kvbhCount, constIdx(b, cfg.rowBlocks()));
-  Value splits;
-  if (options.splitKV > 0) {
-    splits = constIdx(b, options.splitKV);
-  } else {
-    int64_t smem = cfg.smemBytes(spec.d, spec.dv);
-    int64_t perSM = std::clamp<int64_t>(
-        (chip.maxDynamicSmemPerBlock + 1024) / (smem + 1024), 1, 8);
-    Value slots = arith::MulIOp::create(b, multiprocessorCount(b, op),
-                                        constIdx(b, perSM));
-    Value maxSplits = arith::MinSIOp::create(
-        b,
-        arith::MaxSIOp::create(
-            b, arith::DivSIOp::create(b, nT, constIdx(b, kMinTilesPerSplit)),
-            one),
-        constIdx(b, kMaxSplits));
-    splits = chooseSplits(b, ctas, slots, maxSplits);
-  }
-  // Whole tiles per split, and no split left without one.
-  Value tps = arith::MaxSIOp::create(
-      b, arith::CeilDivSIOp::create(b, nT, splits), one);
-  splits = arith::MaxSIOp::create(b, arith::CeilDivSIOp::create(b, nT, tps),
-                                  one);
-  Value multi =
-      arith::CmpIOp::create(b, arith::CmpIPredicate::sgt, splits, one);
-
-  // The partials, stream-ordered on the caller's stream (none for one
-  // split: a zero-sized buffer the kernel never touches).
-  Value token = UnrealizedConversionCastOp::create(
-                    b, TypeRange{gpu::AsyncTokenType::get(ctx)},
-                    ValueRange{stream})
-                    .getResult(0);
-  Value partSplits =
-      arith::SelectOp::create(b, multi, splits, constIdx(b, 0));
+  Value splits =
+      options.splitKV > 0
+          ? constIdx(b, options.splitKV)
+          : splitCount(b, op, ctas,
+                       std::clamp<int64_t>(
+                           (chip.maxDynamicSmemPerBlock + 1024) /
+                               (cfg.smemBytes(spec.d, spec.dv) + 1024),
+                           1, 8),
+                       nT);
+  SplitPlan plan = planSplits(b, splits, nT);
+  splits = plan.splits;
+  Value tps = plan.tilesPerSplit, multi = plan.multi;
+  // The partials, stream-ordered on the caller's stream.
   Value rowsTotal = arith::MulIOp::create(b, a.bhCount, a.lq);
-  auto alloc = [&](MemRefType t, ValueRange sizes) {
-    return gpu::AllocOp::create(b, t, gpu::AsyncTokenType::get(ctx),
-                                ValueRange{token}, sizes, ValueRange{},
-                                /*hostShared=*/false)
-        .getMemref();
-  };
-  Value oPart = alloc(oPartTy, {partSplits, rowsTotal});
-  Value lsePart = alloc(lsePartTy, {partSplits, rowsTotal});
+  SplitPartials parts =
+      allocSplitPartials(b, stream, splits, multi, rowsTotal, spec.dv);
+  Value oPart = parts.out, lsePart = parts.lse;
 
   SmallVector<Value> args(a.args);
   args.append({oPart, lsePart, tps});
   Value grid = arith::MulIOp::create(b, kvbhCount, constIdx(b, cfg.rowBlocks()));
   launchOnStream(b, kernel, splits, grid, cfg.threads(),
                  cfg.smemBytes(spec.d, spec.dv), args, stream);
-  {
-    OpBuilder::InsertionGuard gm(b);
-    auto ifMulti = scf::IfOp::create(b, multi, /*withElse=*/false);
-    b.setInsertionPointToStart(ifMulti.thenBlock());
-    // Many splits over few rows: the warps of a CTA share a row's splits.
-    Value wpr = arith::SelectOp::create(
-        b,
-        arith::CmpIOp::create(b, arith::CmpIPredicate::sge, splits,
-                              constIdx(b, kCombineSplitsPerWarp)),
-        constIdx(b, kSplitKVCombineWarps), one);
-    SmallVector<Value> cargs = {oPart, lsePart, a.args[3]};
-    if (bufs.lse)
-      cargs.push_back(a.args[4]);
-    cargs.push_back(wpr);
-    Value blocks = arith::CeilDivSIOp::create(
-        b, rowsTotal,
-        arith::DivUIOp::create(b, constIdx(b, kSplitKVCombineWarps), wpr));
-    launchOnStream(b, combine, blocks, one, 32 * kSplitKVCombineWarps,
-                   /*dynamicSmemBytes=*/0, cargs, stream);
-  }
-  for (Value m : {oPart, lsePart})
-    gpu::DeallocOp::create(b, gpu::AsyncTokenType::get(ctx), ValueRange{token},
-                           m);
+  combineAndFreePartials(b, combine, parts, a.args[3],
+                         bufs.lse ? a.args[4] : Value(), splits, multi,
+                         rowsTotal, stream);
   replaceWithDestinations(rewriter, op, bufs);
   return success();
 }
