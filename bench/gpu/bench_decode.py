@@ -30,8 +30,9 @@ stderr with the count of new Dynamo graphs, and the total at the end.
 
 Here (compiler, no GPU):  python3 bench/gpu/bench_decode.py --prebuild DIR
 There (GPU, no LLVM):     FLASH_MLIR_CACHE_DIR=DIR python3 bench/gpu/bench_decode.py [--flex]
-Variants of our kernel (VARIANTS, on the VARIANT_CASES subset), beside the default:
-                          ... bench_decode.py --variants s2,s4
+Variants of our kernel (VARIANTS, on the VARIANT_CASES subset, or every case with
+--all-cases; prebuild with the same flags), beside the default:
+                          ... bench_decode.py --variants s2,s4 [--all-cases]
 """
 import argparse
 import os
@@ -60,6 +61,9 @@ VARIANTS = {
     "split8": {"split_kv": 8},
     "split16": {"split_kv": 16},
     "wgmma": {"kernel": "wgmma"},
+    "splitkv": {"kernel": "splitkv"},
+    # The wgmma decode form with a deeper ring of smaller tiles.
+    "wg-n64-s4": {"kernel": "wgmma", "block_n": 64, "stages": 4},
     "mma": {"kernel": "mma"},
 }
 VARIANT_CASES = [(16, 32, 8, 1, 32768), (64, 32, 8, 1, 32768), (1, 32, 8, 1, 131072),
@@ -89,7 +93,11 @@ def paged_shapes(case):
     return (b, hq, lq, D), (pages, PAGE, hkv, D), (pages, PAGE, hkv, D), (b, lk // PAGE)
 
 
-def prebuild(cache):
+def variant_cases(all_cases):
+    return CASES if all_cases else VARIANT_CASES
+
+
+def prebuild(cache, names=None, all_cases=False):
     os.environ["FLASH_MLIR_CACHE_DIR"] = cache
     os.environ.setdefault("CUDA_HOME", "/usr/local/cuda")
     for case in CASES:
@@ -97,7 +105,9 @@ def prebuild(cache):
         qs, ks, vs, table = paged_shapes(case)
         print(case, "paged", flash_mlir.prebuild(qs, ks, vs, "bf16", block_table=table))
     for name, kw in VARIANTS.items():
-        for case in VARIANT_CASES:
+        if names and name not in names:
+            continue
+        for case in variant_cases(all_cases):
             print(name, case, flash_mlir.prebuild(*shapes(case), "bf16", **kw))
 
 
@@ -226,7 +236,7 @@ def dynamo_graphs():
         return None
 
 
-def run(with_flex, variants, only_lq=None):
+def run(with_flex, variants, only_lq=None, all_cases=False):
     import torch
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -276,7 +286,7 @@ def run(with_flex, variants, only_lq=None):
               f"{rate / ceiling:.2f} | {call:.1f} |")
         return out
 
-    for case in (VARIANT_CASES if variants else CASES):
+    for case in (variant_cases(all_cases) if variants else CASES):
         b, hq, hkv, lq, lk = case
         if only_lq is not None and lq != only_lq:
             continue
@@ -346,14 +356,16 @@ if __name__ == "__main__":
     ap.add_argument("--prebuild", metavar="DIR")
     ap.add_argument("--flex", action="store_true")
     ap.add_argument("--variants", default="", help="comma-separated names from VARIANTS")
+    ap.add_argument("--all-cases", action="store_true",
+                    help="variants on every case of the table, not VARIANT_CASES")
     ap.add_argument("--lq", type=int, default=None,
                     help="only the cases of this Lq (the table in two device calls)")
     a = ap.parse_args()
+    names = [n for n in a.variants.split(",") if n]
+    unknown = [n for n in names if n not in VARIANTS]
+    if unknown:
+        ap.error("unknown variant(s) %s; known: %s" % (unknown, ", ".join(VARIANTS)))
     if a.prebuild:
-        prebuild(a.prebuild)
+        prebuild(a.prebuild, names, a.all_cases)
     else:
-        names = [n for n in a.variants.split(",") if n]
-        unknown = [n for n in names if n not in VARIANTS]
-        if unknown:
-            ap.error("unknown variant(s) %s; known: %s" % (unknown, ", ".join(VARIANTS)))
-        run(a.flex, names, a.lq)
+        run(a.flex, names, a.lq, a.all_cases)

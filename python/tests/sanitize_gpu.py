@@ -66,6 +66,12 @@ CASES = {
                                  causal=True, align="bottom_right", return_lse=True),
     "splitkv-rows160": _c((1, 8, 40, 64), (1, 2, 1500, 64), (1, 2, 1500, 64),
                           kernel="splitkv", causal=True, align="bottom_right"),
+    # the wgmma kernel's decode form: packed GQA rows, split keys, the combine
+    "wgmma-decode-split3": _c((2, 32, 16, 128), (2, 8, 3001, 128), (2, 8, 3001, 128),
+                              kernel="wgmma", split_kv=3, return_lse=True),
+    "wgmma-decode-causal-auto-split": _c((1, 8, 16, 64), (1, 2, 20000, 64),
+                                         (1, 2, 20000, 64), kernel="wgmma", causal=True,
+                                         align="bottom_right", return_lse=True),
     # paged split-KV: tables with junk entries, a length past the capacity, an empty one
     "paged-page48-f16": _c((2, 16, 1, 128), (90, 48, 2, 128), (90, 48, 2, 128), "float16",
                            table=(2, 40), lens=[1000, 10 ** 6]),

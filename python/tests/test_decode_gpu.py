@@ -1,5 +1,6 @@
 """Decode on the GPU: the split-KV kernel (kernel=splitkv, what kernel=auto takes when the
-query rows of a K/V head, Lq · group, fit one CTA).
+query rows of a K/V head, Lq · group, fit one CTA) and the wgmma kernel's decode form (its
+key range split the same way, GQA rows packed; kernel=auto on sm_90a from 64 packed rows).
 
 Same rules as test_attention_gpu.py: a float64 reference, the error at most twice torch
 SDPA's own (plus 1e-3), the LSE within 1e-3; run where the kernels are, or fill a cache
@@ -51,10 +52,29 @@ CASES = {
     "d256": _case(1, 8, 2, 1, 999, 256),
     "d96-dv64": _case(2, 8, 2, 1, 1200, 96, dv=64),
     "lq1-group6": _case(1, 12, 2, 1, 3333, 64, dtype="float16"),
-    # MQA with 16 query rows: 128 packed rows in one CTA of eight warps.
+    # MQA with 16 query rows: 128 packed rows, which kernel=auto gives the wgmma
+    # kernel's decode form (two consumer warpgroups of 64 rows).
     "lq16-mqa8": _case(2, 8, 1, 16, 2500, 128, return_lse=True),
+    # The wgmma kernel's decode form: GQA rows packed as [B·Hkv, G·Lq] (no mask), the key
+    # range split over CTAs and merged by the combine (kernel=auto for packed rows).
+    "wg-lq16-gqa4-lse": _case(2, 32, 8, 16, 3001, 128, return_lse=True),
+    "wg-lq1-split3": _case(2, 16, 4, 1, 2000, 128, kernel="wgmma", split_kv=3,
+                           return_lse=True),
+    "wg-lq8-g8-split-per-tile": _case(1, 16, 2, 8, 1000, 128, kernel="wgmma",
+                                      split_kv=1000, return_lse=True),
+    "wg-lq2-split1-f16": _case(3, 8, 2, 2, 777, 64, dtype="float16", kernel="wgmma",
+                               split_kv=1),
+    # 256 packed rows: two 192-row blocks (D = 64), rows past the packed 256 unstored.
+    "wg-lq64-g4": _case(1, 8, 2, 64, 2500, 64, kernel="wgmma", return_lse=True),
+    # A mask keeps the heads apart (no packing); the split still applies.
+    "wg-lq16-causal-br": _case(2, 8, 2, 16, 3000, 128, kernel="wgmma", causal=True,
+                               align="bottom_right", return_lse=True),
+    "wg-lq32-mha": _case(1, 4, 4, 32, 10000, 128, kernel="wgmma", return_lse=True),
+    "wg-one-key": _case(2, 8, 2, 16, 1, 64, kernel="wgmma", return_lse=True),
+    "wg-long-f16-d64": _case(1, 32, 8, 16, 65537, 64, dtype="float16"),
 }
 EMPTY = _case(2, 8, 2, 1, 0, 64, return_lse=True)
+EMPTY_WGMMA = _case(2, 8, 2, 16, 0, 64, kernel="wgmma", return_lse=True)
 
 # A per-head additive bias read at (head, key), ALiBi's shape: the rows of one tile
 # belong to different query heads, so each row half must see its own head index.
@@ -75,7 +95,8 @@ def _bias_library():
 def prebuild_all(cache_dir):
     os.environ["FLASH_MLIR_CACHE_DIR"] = cache_dir
     os.environ.setdefault("CUDA_HOME", "/usr/local/cuda")
-    for name, (qs, ks, vs, dtype, kw) in list(CASES.items()) + [("empty", EMPTY)]:
+    for name, (qs, ks, vs, dtype, kw) in (list(CASES.items()) +
+                                          [("empty", EMPTY), ("empty-wgmma", EMPTY_WGMMA)]):
         print(name, flash_mlir.prebuild(qs, ks, vs, dtype, **kw))
     print("bias", _bias_library())
 
@@ -102,19 +123,35 @@ def test_matches_sdpa(name):
         assert (lse[~finite] == -float("inf")).all()
 
 
-def test_auto_takes_the_split_kernel_for_decode():
-    """What kernel=auto compiles for a decode shape is the split kernel: its combine
-    kernel is in the library."""
+def test_auto_takes_the_split_kernel_for_masked_decode():
+    """A mask keeps the heads of a tile apart in the wgmma kernel, so kernel=auto gives a
+    masked decode to the split kernel, which packs them anyway: mma.sync and cp.async, its
+    combine kernel, no wgmma."""
     _compiler()
-    qs, ks, vs, dtype, kw = CASES["gqa4-lse"]
+    qs, ks, vs, dtype, kw = CASES["lq16-causal-br"]
+    ir = flash_mlir.attention_ir(qs, ks, vs, "bf16", causal=True, align="bottom_right",
+                                 lse=True)
+    ptx = flash_mlir.compile(ir, pipeline="flash-gpu-pipeline", output="ptx", format="isa")
+    assert ".entry combine(" in ptx and "cp.async.cg" in ptx and "mma.sync" in ptx
+    assert "wgmma" not in ptx
+
+
+@pytest.mark.parametrize("name", ["gqa4-lse", "wg-lq16-gqa4-lse"])
+def test_auto_takes_wgmma_for_packed_rows(name):
+    """Rows of several heads and no mask (Lq = 1 and 16): kernel=auto compiles the wgmma
+    kernel's decode form (wgmma, the combine, no mma.sync)."""
+    _compiler()
+    qs, ks, vs, dtype, kw = CASES[name]
     ir = flash_mlir.attention_ir(qs, ks, vs, "bf16", lse=True)
     ptx = flash_mlir.compile(ir, pipeline="flash-gpu-pipeline", output="ptx", format="isa")
-    assert ".entry combine(" in ptx and "cp.async" in ptx
+    assert ".entry combine(" in ptx and "wgmma.mma_async" in ptx
+    assert "mma.sync" not in ptx
 
 
-def test_no_keys_gives_zero_rows_and_minus_inf_lse():
+@pytest.mark.parametrize("empty", [EMPTY, EMPTY_WGMMA], ids=["splitkv", "wgmma"])
+def test_no_keys_gives_zero_rows_and_minus_inf_lse(empty):
     torch = _cuda()
-    qs, ks, vs, dtype, kw = EMPTY
+    qs, ks, vs, dtype, kw = empty
     q, k, v = _inputs(torch, qs, ks, vs, dtype)
     out = torch.full(qs, float("nan"), dtype=q.dtype, device="cuda")
     out, lse = flash_mlir.attention(q, k, v, out=out, **kw)

@@ -1,11 +1,13 @@
 // The split-KV decode kernel (kernel=splitkv; kernel=auto when the query rows
-// of a K/V head, Lq · group, fit one CTA): GQA rows packed into one tile, the
-// key tiles split over grid.x, partials merged by LSE in a second kernel.
+// of a K/V head, Lq · group, fit one CTA and the wgmma decode form does not
+// take them): GQA rows packed into one tile, the key tiles split over grid.x,
+// partials merged by LSE in a second kernel.
 // RUN: flash-opt %s -split-input-file -convert-flash-to-gpu | FileCheck %s
+// RUN: flash-opt %s -split-input-file -convert-flash-to-gpu=kernel=splitkv | FileCheck %s --check-prefix=SPLIT
 // RUN: flash-opt %s -split-input-file -convert-flash-to-gpu=split-kv=3 | FileCheck %s --check-prefix=FIXED
 // RUN: not flash-opt %s -split-input-file -convert-flash-to-gpu="kernel=splitkv chip=sm_75" 2>&1 | FileCheck %s --check-prefix=OLDCHIP
 // RUN: not flash-opt %s -split-input-file -convert-flash-to-gpu="split-kv=-1" 2>&1 | FileCheck %s --check-prefix=BADSPLIT
-// RUN: env -u CUDA_HOME flash-opt %s -split-input-file --flash-gpu-pipeline="format=isa" | FileCheck %s --check-prefix=PTX
+// RUN: env -u CUDA_HOME flash-opt %s -split-input-file --flash-gpu-pipeline="format=isa kernel=splitkv" | FileCheck %s --check-prefix=PTX
 
 // RUN: not flash-opt %s -split-input-file -convert-flash-to-gpu="stages=1" 2>&1 | FileCheck %s --check-prefix=ONESTAGE
 // OLDCHIP: the splitkv kernel needs sm_80 or newer, got 'sm_75'
@@ -17,38 +19,47 @@
 // The split count comes from the runtime's SM count; the partials are
 // allocated on the caller's stream, merged by the combine kernel only when
 // there is more than one split, and freed on the stream.
+// kernel=auto gives the same shape to the wgmma kernel's decode form (rows
+// of the four query heads of a K/V head packed, see spec_decode_packs_on_wgmma
+// below); kernel=splitkv keeps this kernel.
 // CHECK-LABEL: func.func @decode_gqa
-// CHECK: func.call @flashRuntimeMultiprocessorCount() : () -> i32
-// CHECK: %[[MULTI:.*]] = arith.cmpi sgt, %[[SPLITS:.*]], %c1
-// CHECK: %[[OP:.*]], %{{.*}} = gpu.alloc async [%[[TOK:.*]]] (%{{.*}}, %{{.*}}) : memref<?x?x128xf32>
-// CHECK: %[[LP:.*]], %{{.*}} = gpu.alloc async [%[[TOK]]] (%{{.*}}, %{{.*}}) : memref<?x?xf32>
+// CHECK: memref.expand_shape
+// CHECK: gpu.launch_func async [%{{.+}}] @flash_attention_0::@kernel
+// CHECK: gpu.func @kernel(
+// CHECK-NOT: nvvm.mma.sync
+// CHECK: nvvm.wgmma.mma_async
+// SPLIT-LABEL: func.func @decode_gqa
+// SPLIT: func.call @flashRuntimeMultiprocessorCount() : () -> i32
+// SPLIT: %[[MULTI:.*]] = arith.cmpi sgt, %[[SPLITS:.*]], %c1
+// SPLIT: %[[OP:.*]], %{{.*}} = gpu.alloc async [%[[TOK:.*]]] (%{{.*}}, %{{.*}}) : memref<?x?x128xf32>
+// SPLIT: %[[LP:.*]], %{{.*}} = gpu.alloc async [%[[TOK]]] (%{{.*}}, %{{.*}}) : memref<?x?xf32>
 // The batch·head axis continues in grid.z past grid.y's 65535, and the
 // kernel ends CTAs past its end (batchHeadBlock).
-// CHECK: %[[GY:.*]] = arith.minsi %[[BH:.*]], %c65535
-// CHECK: %[[GZ:.*]] = arith.ceildivsi %[[BH]], %c65535
-// CHECK: gpu.launch_func async [%{{.*}}] @flash_attention_0::@kernel blocks in (%[[SPLITS]], %[[GY]], %[[GZ]]) threads in (%c128{{.*}}, %{{.*}}, %{{.*}}) dynamic_shared_memory_size %c104448_i32
-// CHECK: scf.if %[[MULTI]]
-// CHECK: gpu.launch_func async [%{{.*}}] @flash_attention_0::@combine
-// CHECK: gpu.dealloc async [%[[TOK]]] %[[OP]]
-// CHECK: gpu.dealloc async [%[[TOK]]] %[[LP]]
-// CHECK: gpu.func @kernel(
-// CHECK: gpu.dynamic_shared_memory
-// CHECK: memref.view {{.*}} to memref<3x64x136xbf16, #gpu.address_space<workgroup>>
-// CHECK: gpu.block_id  z
-// CHECK: cf.cond_br %{{.*}}, ^[[BODY:.*]], ^[[EXIT:[a-z0-9]+]]
-// CHECK: ^[[BODY]]:
-// CHECK: nvgpu.device_async_copy {{.*}} {bypassL1} : memref<?x?x128xbf16> to memref<3x64x136xbf16, #gpu.address_space<workgroup>>
-// CHECK: nvvm.cp.async.commit.group
-// CHECK: scf.for
-// CHECK: nvvm.cp.async.wait.group 1
-// CHECK: gpu.barrier
-// CHECK-COUNT-32: nvvm.mma.sync
-// CHECK-NOT: nvvm.mma.sync
-// CHECK: ^[[EXIT]]:
-// CHECK-NEXT: gpu.return
-// CHECK: gpu.func @combine(
-// CHECK: scf.for
-// CHECK: gpu.return
+// SPLIT: %[[GY:.*]] = arith.minsi %[[BH:.*]], %c65535
+// SPLIT: %[[GZ:.*]] = arith.ceildivsi %[[BH]], %c65535
+// SPLIT: gpu.launch_func async [%{{.*}}] @flash_attention_0::@kernel blocks in (%[[SPLITS]], %[[GY]], %[[GZ]]) threads in (%c128{{.*}}, %{{.*}}, %{{.*}}) dynamic_shared_memory_size %c104448_i32
+// SPLIT: scf.if %[[MULTI]]
+// SPLIT: gpu.launch_func async [%{{.*}}] @flash_attention_0::@combine
+// SPLIT: gpu.dealloc async [%[[TOK]]] %[[OP]]
+// SPLIT: gpu.dealloc async [%[[TOK]]] %[[LP]]
+// SPLIT: gpu.func @kernel(
+// SPLIT: gpu.dynamic_shared_memory
+// SPLIT: memref.view {{.*}} to memref<3x64x136xbf16, #gpu.address_space<workgroup>>
+// SPLIT: gpu.block_id  z
+// SPLIT: cf.cond_br %{{.*}}, ^[[BODY:.*]], ^[[EXIT:[a-z0-9]+]]
+// SPLIT: ^[[BODY]]:
+// SPLIT: nvgpu.device_async_copy {{.*}} {bypassL1} : memref<?x?x128xbf16> to memref<3x64x136xbf16, #gpu.address_space<workgroup>>
+// SPLIT: nvvm.cp.async.commit.group
+// SPLIT: scf.for
+// SPLIT: nvvm.cp.async.wait.group 1
+// SPLIT: gpu.barrier
+// SPLIT-COUNT-32: nvvm.mma.sync
+// SPLIT-NOT: nvvm.mma.sync
+// SPLIT: ^[[EXIT]]:
+// SPLIT-NEXT: gpu.return
+// SPLIT: gpu.func @combine(
+// SPLIT: scf.for
+// SPLIT: gpu.return
 
 // FIXED-LABEL: func.func @decode_gqa
 // FIXED-NOT: flashRuntimeMultiprocessorCount
@@ -124,11 +135,13 @@ func.func @prefill_stays_on_wgmma(%q: memref<1x4x300x64xbf16>, %k: memref<1x1x30
 // -----
 
 // One head per K/V head and 48 query rows: with 64 heads the prefill grid
-// fills the chip and the wgmma kernel is faster; with 2 heads only a split
-// does.
+// fills the chip and the wgmma kernel is faster (its decode form, which
+// splits the keys only when the heads leave SMs idle); with 2 heads the
+// split kernel.
 // CHECK-LABEL: func.func @mha_48_rows_many_heads
-// CHECK-NOT: flashRuntimeMultiprocessorCount
+// CHECK-NOT: nvvm.mma.sync
 // CHECK: nvvm.wgmma.mma_async
+// CHECK-NOT: nvvm.mma.sync
 func.func @mha_48_rows_many_heads(%q: memref<2x32x48x64xbf16>, %k: memref<2x32x2048x64xbf16>,
                                   %o: memref<2x32x48x64xbf16>) {
   %qt = bufferization.to_tensor %q restrict : memref<2x32x48x64xbf16> to tensor<2x32x48x64xbf16>
@@ -153,5 +166,36 @@ func.func @mha_48_rows_few_heads(%q: memref<1x2x48x64xbf16>, %k: memref<1x2x6553
   %r = flash.attention ins(%qt, %kt, %kt : tensor<1x2x48x64xbf16>, tensor<1x2x65536x64xbf16>, tensor<1x2x65536x64xbf16>)
       outs(%ot : tensor<1x2x48x64xbf16>) scale(0.125) -> tensor<1x2x48x64xbf16>
   bufferization.materialize_in_destination %r in restrict writable %o : (tensor<1x2x48x64xbf16>, memref<1x2x48x64xbf16>) -> ()
+  return
+}
+
+// -----
+
+// Speculative decode, GQA 32/8 with 16 query rows: the 64 rows of a K/V head
+// pack into one wgmma tile ([2, 32, 16, 128] viewed as [16, 64, 128]), so
+// kernel=auto takes the wgmma kernel's decode form: one warpgroup of 64 rows,
+// the split count from the SM count, partials and the combine.
+// CHECK-LABEL: func.func @spec_decode_packs_on_wgmma
+// CHECK: memref.collapse_shape %{{.+}} {{\[}}[0, 1, 2], [3]] : memref<2x32x16x128xbf16> into memref<1024x128xbf16>
+// CHECK: memref.expand_shape %{{.+}} {{\[}}[0, 1], [2]] output_shape [%{{.+}}, %{{.+}}, 128] : memref<?x128xbf16> into memref<?x?x128xbf16>
+// CHECK: nvgpu.tma.create.descriptor {{.*}} -> <tensor = memref<1x64x64xbf16, 3>
+// CHECK: func.call @flashRuntimeMultiprocessorCount
+// CHECK: gpu.alloc async
+// CHECK: gpu.launch_func async [%{{.+}}] @flash_attention_0::@kernel
+// CHECK-SAME: threads in (%c256
+// CHECK: gpu.launch_func async [%{{.+}}] @flash_attention_0::@combine
+// CHECK: gpu.dealloc async
+// CHECK: gpu.func @kernel({{.*}}: !llvm.ptr, {{.*}}: !llvm.ptr, {{.*}}: index, {{.*}}: index) kernel
+// CHECK-NOT: nvvm.mma.sync
+// CHECK: nvvm.wgmma.mma_async
+// CHECK: gpu.func @combine(
+func.func @spec_decode_packs_on_wgmma(%q: memref<2x32x16x128xbf16>, %k: memref<2x8x4096x128xbf16>,
+                                      %o: memref<2x32x16x128xbf16>) {
+  %qt = bufferization.to_tensor %q restrict : memref<2x32x16x128xbf16> to tensor<2x32x16x128xbf16>
+  %kt = bufferization.to_tensor %k restrict : memref<2x8x4096x128xbf16> to tensor<2x8x4096x128xbf16>
+  %ot = bufferization.to_tensor %o restrict writable : memref<2x32x16x128xbf16> to tensor<2x32x16x128xbf16>
+  %r = flash.attention ins(%qt, %kt, %kt : tensor<2x32x16x128xbf16>, tensor<2x8x4096x128xbf16>, tensor<2x8x4096x128xbf16>)
+      outs(%ot : tensor<2x32x16x128xbf16>) scale(0.125) -> tensor<2x32x16x128xbf16>
+  bufferization.materialize_in_destination %r in restrict writable %o : (tensor<2x32x16x128xbf16>, memref<2x32x16x128xbf16>) -> ()
   return
 }

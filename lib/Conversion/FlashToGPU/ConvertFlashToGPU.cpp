@@ -40,7 +40,7 @@ static const KernelStrategy *selectStrategy(AttentionOp op,
     bool automatic = options.kernel == "auto";
     if (!automatic && options.kernel != s->name())
       continue;
-    if (automatic && !s->autoSelects(op))
+    if (automatic && !s->autoSelects(op, chip))
       continue;
     why.clear();
     if (s->supports(op, chip, why))

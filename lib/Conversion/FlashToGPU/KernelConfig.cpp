@@ -127,8 +127,14 @@ KernelConfig gpu_lowering::resolveWgmmaConfig(const GPUKernelOptions &o,
   cfg.producerRegs = o.producerRegs;
   cfg.consumerRegs = o.consumerRegs;
   bool small = d <= 64 && dv <= 64;
+  // A decode whose rows fit one warpgroup does not compute a second one's
+  // (up to Dv = 128: one warpgroup's O at 256 columns needs more registers
+  // than two CTAs per SM leave it).
+  bool oneWarpgroup =
+      spec.decodeRows > 0 && spec.decodeRows <= 64 && dv <= 128;
   cfg.blockM = o.blockM       ? o.blockM
                : o.warpgroups ? 64 * o.warpgroups
+               : oneWarpgroup ? 64
                : !small       ? 128
                : structuredMask || scoreMod ? 64
                                             : 192;

@@ -7,6 +7,9 @@
 //   wgmma     sm_90a: a producer warpgroup streams K/V through a TMA ring
 //             with mbarriers; consumer warpgroups issue wgmma from shared
 //             memory (QKᵀ) and registers (PV)          WgmmaKernel.cpp
+//             Its decode form splits the key range as splitkv does and
+//             packs GQA heads as a view of Q (kernel=auto's first choice
+//             for decode on sm_90a)                    WgmmaLaunch.cpp
 //   splitkv   sm_80+, decode (kernel=auto: SplitKVLaunch.cpp's rule): GQA
 //             rows packed into one tile, the key range split over CTAs,
 //             partials merged by LSE                    SplitKV*.cpp
@@ -77,6 +80,14 @@ struct KernelSpec {
   // flash.varlen_attention: Q, K, V, O packed [tokens, heads, D], LSE
   // [heads, tokens]; each CTA finds its sequence (varlenSequenceBlock).
   bool varlen = false;
+  // The decode form: grid.x is query blocks × splits of the key range, and
+  // with more than one split each CTA writes its rows normalised over its
+  // keys and their log-sum-exp into f32 partials that the split-KV combine
+  // merges (WgmmaLaunch.cpp's wgmmaDecodeForm says when).
+  bool splitKV = false;
+  // Query rows per batch·head of the kernel's view (the GQA rows of a K/V
+  // head when they are packed), when the decode form knows them; 0 else.
+  int64_t decodeRows = 0;
   bool hasMask() const { return mask && !mask.isNone(); }
 };
 
@@ -158,7 +169,9 @@ public:
                         std::string &why) const = 0;
   /// Whether kernel=auto picks this strategy for `op` when it supports it;
   /// a strategy built for one regime (decode) declines the others.
-  virtual bool autoSelects(AttentionOp op) const { return true; }
+  virtual bool autoSelects(AttentionOp op, const ChipInfo &chip) const {
+    return true;
+  }
   /// Replaces `op` (already checked with supports) by a kernel and its launch
   /// on the function's stream.
   virtual LogicalResult lower(RewriterBase &rewriter, AttentionOp op,
@@ -176,10 +189,30 @@ ArrayRef<const KernelStrategy *> kernelStrategies();
 
 //===-- WgmmaKernel.cpp ----------------------------------------------------===//
 
+/// The wgmma kernel's decode form of an op: its key range split over CTAs
+/// as the split-KV strategy splits it and, without a mask or score_mod, the
+/// query heads of a K/V head packed into one tile's rows. Taken for a static
+/// Lq of at most 64, or whenever split-kv is given.
+struct WgmmaDecodeForm {
+  int64_t group = 1; // query heads packed per K/V head (1: none)
+  int64_t rows = 0;  // the kernel's rows per batch·head
+};
+std::optional<WgmmaDecodeForm> wgmmaDecodeForm(AttentionOp op,
+                                               const GPUKernelOptions &options);
+/// Whether kernel=auto gives a decode op to the wgmma kernel's decode form
+/// rather than the split-KV kernel: on sm_90a, when the rows of several
+/// query heads pack into its tiles (no mask or score_mod). Its warpgroup
+/// reads each K/V tile from shared memory once, where each of the split
+/// kernel's warps reads all of it, and TMA streams the tiles.
+bool wgmmaDecodePreferred(AttentionOp op, const ChipInfo &chip);
+
 /// Kernel arguments, in order: tmaQ, tmaK, tmaV, out, [lse] (!llvm.ptr),
 /// lq, lk, hkv, batch sizes of Q (index), captures (memrefs); for a varlen
 /// op lq and lk are the token counts, the one batch size the query heads,
 /// and the offsets (memref<?xi32>) follow.
+/// With spec.splitKV: then the partial outputs and lse (!llvm.ptr, f32
+/// [splits, rows, Dv] and [splits, rows]), the split count and the key tiles
+/// per split (index).
 gpu::GPUFuncOp buildWgmmaKernel(OpBuilder &b, Location loc,
                                 gpu::GPUModuleOp module,
                                 const KernelConfig &cfg,

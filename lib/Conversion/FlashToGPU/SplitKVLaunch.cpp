@@ -285,7 +285,9 @@ public:
     FailureOr<MemrefKernelSpec> spec = memrefKernelSpec(op, why);
     return succeeded(spec) && succeeded(splitKVConfig(*spec, why));
   }
-  bool autoSelects(AttentionOp op) const override {
+  bool autoSelects(AttentionOp op, const ChipInfo &chip) const override {
+    if (wgmmaDecodePreferred(op, chip))
+      return false;
     std::string why;
     FailureOr<MemrefKernelSpec> spec = memrefKernelSpec(op, why);
     if (failed(spec))

@@ -45,6 +45,8 @@ struct KernelEnv {
   // count (lq, lk are the sequence's own lengths then).
   Value qOff, kOff, tq;
   Value tBegin, tEnd;
+  // The decode form: the partials, the split count and this CTA's split.
+  Value oPartPtr, lsePartPtr, splits, split;
   Value tiles; // 1024-aligned shared-memory base (!llvm.ptr<3>)
   SmallVector<Value> batchIdx; // bh delinearised over the query batch dims
 };
@@ -184,6 +186,8 @@ private:
   TileLoopState runDeferredPV();
   TileLoopState runOverlapped();
   void storeEpilogue(const TileLoopState &fin);
+  void storeRows(const TileLoopState &fin, const RowResult row[2],
+                 bool partial);
 
   ImplicitLocOpBuilder &b;
   KernelEnv &env;
@@ -616,16 +620,45 @@ TileLoopState WgmmaConsumer::runOverlapped() {
   return res;
 }
 
-/// O / l, stored straight from registers; rows past Lq skipped.
+/// O / l, stored straight from registers; rows past Lq skipped. In the
+/// decode form with more than one split, the rows go to this split's f32
+/// partials instead, with their log-sum-exp, for the combine.
 void WgmmaConsumer::storeEpilogue(const TileLoopState &fin) {
-  MLIRContext *ctx = b.getContext();
   Value lFin[2] = {quadReduce(b, fin.st.l[0], false),
                    quadReduce(b, fin.st.l[1], false)};
-  RowResult row[2] = {finishRow(b, fin.st.m[0], lFin[0], spec.hasLse),
-                      finishRow(b, fin.st.m[1], lFin[1], spec.hasLse)};
+  bool withLse = spec.hasLse || spec.splitKV;
+  RowResult row[2] = {finishRow(b, fin.st.m[0], lFin[0], withLse),
+                      finishRow(b, fin.st.m[1], lFin[1], withLse)};
+  if (!spec.splitKV) {
+    storeRows(fin, row, /*partial=*/false);
+    return;
+  }
+  Value multi = arith::CmpIOp::create(b, arith::CmpIPredicate::sgt, env.splits,
+                                      constIdx(b, 1));
+  auto ifMulti = scf::IfOp::create(b, multi, /*withElse=*/true);
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointToStart(ifMulti.thenBlock());
+  storeRows(fin, row, /*partial=*/true);
+  b.setInsertionPointToStart(ifMulti.elseBlock());
+  storeRows(fin, row, /*partial=*/false);
+}
+
+void WgmmaConsumer::storeRows(const TileLoopState &fin, const RowResult row[2],
+                              bool partial) {
+  MLIRContext *ctx = b.getContext();
   auto ptrTy = LLVM::LLVMPointerType::get(ctx);
-  auto pairTy = VectorType::get({2}, elem);
-  int64_t eltBytes = elem.getIntOrFloatBitWidth() / 8;
+  Type f32 = b.getF32Type();
+  Type outElem = partial ? f32 : elem;
+  auto pairTy = VectorType::get({2}, outElem);
+  int64_t eltBytes = outElem.getIntOrFloatBitWidth() / 8;
+  Value outPtr = partial ? env.oPartPtr : env.outPtr;
+  Value lsePtr = partial ? env.lsePartPtr : env.lsePtr;
+  // A split's partial rows follow the rows of the splits before it.
+  Value partBase;
+  if (partial)
+    partBase = arith::MulIOp::create(
+        b, env.split,
+        arith::MulIOp::create(b, product(b, env.batchSizes), env.lq));
   for (int h = 0; h < 2; ++h) {
     Value inRange =
         arith::CmpIOp::create(b, arith::CmpIPredicate::slt, rows[h], env.lq);
@@ -645,6 +678,10 @@ void WgmmaConsumer::storeEpilogue(const TileLoopState &fin) {
       flatRow = idxAdd(b, arith::MulIOp::create(b, env.bh, env.lq), rows[h]);
       lseRow = flatRow;
     }
+    if (partial) {
+      flatRow = idxAdd(b, partBase, flatRow);
+      lseRow = flatRow;
+    }
     Value rowOff = idxAdd(b, idxMul(b, flatRow, spec.valueDim), laneCol);
     // Column pairs (c, c+1) of the row half are adjacent accumulator
     // elements: one 2-element store each.
@@ -656,26 +693,28 @@ void WgmmaConsumer::storeEpilogue(const TileLoopState &fin) {
         int64_t e = AccumulatorLayout::element(col, h);
         Value x0 = LLVM::ExtractValueOp::create(b, fin.O[k], e);
         Value x1 = LLVM::ExtractValueOp::create(b, fin.O[k], e + 1);
-        x0 = arith::TruncFOp::create(b, elem,
-                                     arith::MulFOp::create(b, x0, row[h].inv));
-        x1 = arith::TruncFOp::create(b, elem,
-                                     arith::MulFOp::create(b, x1, row[h].inv));
+        x0 = arith::MulFOp::create(b, x0, row[h].inv);
+        x1 = arith::MulFOp::create(b, x1, row[h].inv);
+        if (!partial) {
+          x0 = arith::TruncFOp::create(b, elem, x0);
+          x1 = arith::TruncFOp::create(b, elem, x1);
+        }
         Value v = vector::FromElementsOp::create(b, pairTy, ValueRange{x0, x1});
         Value off = toI64(
             b, idxAdd(b, rowOff,
                       constIdx(b, k * chunkN + AccumulatorLayout::column(e))));
         Value ptr =
-            LLVM::GEPOp::create(b, ptrTy, elem, env.outPtr, ValueRange{off});
+            LLVM::GEPOp::create(b, ptrTy, outElem, outPtr, ValueRange{off});
         LLVM::StoreOp::create(b, v, ptr, /*alignment=*/2 * eltBytes);
       }
-    if (spec.hasLse) {
+    if (spec.hasLse || partial) {
       // One lane of the quad writes the row's log-sum-exp.
       Value q0 = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, quadLane,
                                        constIdx(b, 0));
       auto ifQ = scf::IfOp::create(b, q0, /*withElse=*/false);
       OpBuilder::InsertionGuard g2(b);
       b.setInsertionPointToStart(ifQ.thenBlock());
-      Value ptr = LLVM::GEPOp::create(b, ptrTy, b.getF32Type(), env.lsePtr,
+      Value ptr = LLVM::GEPOp::create(b, ptrTy, f32, lsePtr,
                                       ValueRange{toI64(b, lseRow)});
       LLVM::StoreOp::create(b, row[h].lse, ptr, /*alignment=*/4);
     }
@@ -709,6 +748,8 @@ gpu::GPUFuncOp gpu_lowering::buildWgmmaKernel(OpBuilder &ob, Location loc,
     argTypes.push_back(t);
   if (spec.varlen)
     argTypes.append(2, MemRefType::get({ShapedType::kDynamic}, b.getI32Type()));
+  if (spec.splitKV)
+    argTypes.append({ptrTy, ptrTy, idx, idx});
   auto fn = gpu::GPUFuncOp::create(b, "kernel",
                                    FunctionType::get(ctx, argTypes, {}));
   fn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
@@ -741,13 +782,26 @@ gpu::GPUFuncOp gpu_lowering::buildWgmmaKernel(OpBuilder &ob, Location loc,
     cuq = entry.getArgument(a++);
     cuk = entry.getArgument(a++);
   }
+  Value tilesPerSplit;
+  if (spec.splitKV) {
+    env.oPartPtr = entry.getArgument(a++);
+    env.lsePartPtr = entry.getArgument(a++);
+    env.splits = entry.getArgument(a++);
+    tilesPerSplit = entry.getArgument(a++);
+  }
 
   env.tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
   Value qBlock = gpu::BlockIdOp::create(b, gpu::Dimension::x);
+  Value nq = gpu::GridDimOp::create(b, gpu::Dimension::x);
+  if (spec.splitKV) {
+    // grid.x = query blocks × splits, the split outermost.
+    nq = arith::CeilDivSIOp::create(b, env.lq, constIdx(b, cfg.blockM));
+    env.split = arith::DivUIOp::create(b, qBlock, nq);
+    qBlock = arith::RemUIOp::create(b, qBlock, nq);
+  }
   if (spec.hasMask()) {
     // Causal/window blocks late in the sequence carry the most tiles:
     // schedule them first so the tail of the grid is short ones.
-    Value nq = gpu::GridDimOp::create(b, gpu::Dimension::x);
     qBlock = arith::SubIOp::create(
         b, arith::SubIOp::create(b, nq, constIdx(b, 1)), qBlock);
   }
@@ -772,6 +826,15 @@ gpu::GPUFuncOp gpu_lowering::buildWgmmaKernel(OpBuilder &ob, Location loc,
   env.batchIdx = heads.batchIdx;
   std::tie(env.tBegin, env.tEnd) = visibleTileRange(
       b, spec.mask, env.q0, cfg.blockM, env.lq, env.lk, cfg.blockN);
+  if (spec.splitKV) {
+    // This split's tiles of that range; none is an empty range, whose rows
+    // still write their partial (0, lse = -inf) for the combine.
+    Value lo = arith::MulIOp::create(b, env.split, tilesPerSplit);
+    Value hi = idxAdd(b, lo, tilesPerSplit);
+    env.tBegin = arith::MaxSIOp::create(b, env.tBegin, lo);
+    env.tEnd = arith::MaxSIOp::create(
+        b, arith::MinSIOp::create(b, env.tEnd, hi), env.tBegin);
+  }
 
   env.tiles = swizzledSmemBase(b);
 

@@ -160,6 +160,65 @@ static bool wgmmaKernelSupports(AttentionOp op, std::string &why) {
   return true;
 }
 
+std::optional<WgmmaDecodeForm>
+gpu_lowering::wgmmaDecodeForm(AttentionOp op, const GPUKernelOptions &options) {
+  int64_t nb = op.getNumBatchDims();
+  int64_t lq = op.getQueryType().getDimSize(nb);
+  if (ShapedType::isDynamic(lq) || lq == 0)
+    return std::nullopt;
+  WgmmaDecodeForm form;
+  int64_t hq = nb > 0 ? op.getQueryType().getDimSize(nb - 1) : 1;
+  int64_t hkv = nb > 0 ? op.getKeyType().getDimSize(nb - 1) : 1;
+  // Rows of one K/V head from several query heads make one tile when no
+  // mask or score_mod reads the row or the head: [.., Hq, Lq, D] is
+  // [.., Hkv, G·Lq, D] in memory, so the kernel sees one head of G·Lq rows
+  // and each K/V tile is read once per K/V head instead of G times.
+  if (!ShapedType::isDynamic(hq) && !ShapedType::isDynamic(hkv) && hkv > 0 &&
+      hq > hkv && !op.hasScoreMod() && op.getMaskOrNone().isNone())
+    form.group = hq / hkv;
+  form.rows = form.group * lq;
+  // Decode, speculative decode, a short chunk against a long cache (at most
+  // one 64-row block per head); or a split asked for.
+  if (lq > 64 && options.splitKV == 0)
+    return std::nullopt;
+  return form;
+}
+
+bool gpu_lowering::wgmmaDecodePreferred(AttentionOp op, const ChipInfo &chip) {
+  std::string why;
+  if (!chip.hasWgmma() || !wgmmaKernelSupports(op, why))
+    return false;
+  std::optional<WgmmaDecodeForm> form = wgmmaDecodeForm(op, GPUKernelOptions());
+  // Measured beside the split kernel on the decode table at D = 128 (bench/
+  // NOTES run 39): 1.14-2.3x at 16 rows per query head, -6..+24 % at one.
+  // Wider heads stay with the split kernel until measured.
+  int64_t nb = op.getNumBatchDims();
+  int64_t d = op.getQueryType().getDimSize(nb + 1);
+  int64_t dv = op.getValueType().getDimSize(nb + 1);
+  return form && form->group > 1 && std::max(d, dv) <= 128;
+}
+
+/// `m` [b..., Hq, Lq, D] (a contiguous buffer, as the destination form's
+/// are) viewed as [B·Hkv, G·Lq, D].
+static Value packedRows(ImplicitLocOpBuilder &b, Value m, int64_t nb,
+                        Value bh, Value rows) {
+  auto t = cast<MemRefType>(m.getType());
+  int64_t width = t.getDimSize(t.getRank() - 1);
+  SmallVector<ReassociationIndices> all(1);
+  for (int64_t i = 0; i <= nb; ++i)
+    all[0].push_back(i);
+  all.push_back({nb + 1});
+  Value flat = memref::CollapseShapeOp::create(b, m, all);
+  flat = memref::CastOp::create(
+      b, MemRefType::get({ShapedType::kDynamic, width}, t.getElementType()),
+      flat);
+  auto view = MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic, width},
+                              t.getElementType());
+  return memref::ExpandShapeOp::create(
+      b, view, flat, ArrayRef<ReassociationIndices>{{0, 1}, {2}},
+      ArrayRef<OpFoldResult>{bh, rows, b.getIndexAttr(width)});
+}
+
 static LogicalResult lowerToWgmmaLaunch(RewriterBase &rewriter, AttentionOp op,
                                         const OperandBuffers &bufs,
                                         const GPUKernelOptions &options,
@@ -185,18 +244,37 @@ static LogicalResult lowerToWgmmaLaunch(RewriterBase &rewriter, AttentionOp op,
     spec.scoreMod = &op.getScoreMod();
   for (Value c : captures)
     spec.captureTypes.push_back(cast<MemRefType>(c.getType()));
+  std::optional<WgmmaDecodeForm> decode = wgmmaDecodeForm(op, options);
+  spec.splitKV = decode.has_value();
+  spec.decodeRows = decode ? decode->rows : 0;
+  int64_t group = decode ? decode->group : 1;
 
   KernelConfig cfg = resolveWgmmaConfig(options, chip, spec);
   if (failed(checkSharedMemory(op, cfg, spec, chip)))
     return failure();
 
   OpBuilder::InsertionGuard guard(rewriter);
+  rewriter.setInsertionPoint(op);
+  ImplicitLocOpBuilder b(loc, rewriter);
+  // The combine's out and lse as [batch·heads, Lq, Dv] and [batch·heads, Lq].
+  Value o3 = spec.splitKV ? collapseBatchDims(b, o, nb) : Value();
+  Value lse2 = spec.splitKV && lse ? collapseBatchDims(b, lse, nb) : Value();
   gpu::GPUModuleOp gmod = newKernelModule(rewriter, op);
   gpu::GPUFuncOp kernel = buildWgmmaKernel(rewriter, loc, gmod, cfg, spec);
+  gpu::GPUFuncOp combine;
+  if (spec.splitKV) {
+    MemrefKernelSpec cspec;
+    cspec.dv = dv;
+    cspec.hasLse = lse != nullptr;
+    cspec.oElem = elem;
+    combine = buildSplitKVCombineKernel(
+        rewriter, loc, gmod, cspec,
+        splitCombineArgTypes(rewriter.getContext(), dv, o3.getType(),
+                             lse2 ? lse2.getType() : Type()));
+  }
 
   // Host side.
   rewriter.setInsertionPoint(op);
-  ImplicitLocOpBuilder b(loc, rewriter);
   Value lq = memref::DimOp::create(b, q, nb);
   Value lk = memref::DimOp::create(b, k, nb);
   Value hkv = nb > 0 ? memref::DimOp::create(b, k, nb - 1).getResult()
@@ -220,7 +298,20 @@ static LogicalResult lowerToWgmmaLaunch(RewriterBase &rewriter, AttentionOp op,
   {
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(ifLaunch.thenBlock());
-    Value q3 = collapseBatchDims(b, q, nb);
+    // The kernel's view: with GQA rows packed, one head of G·Lq rows per
+    // K/V head (the kernel's batch sizes end in Hkv, so it pairs head h
+    // with K/V head h).
+    Value kLq = lq, kBh = bhCount;
+    SmallVector<Value> kBatch(batchSizes);
+    Value q3;
+    if (group > 1) {
+      kLq = arith::MulIOp::create(b, lq, constIdx(b, group));
+      kBh = arith::DivUIOp::create(b, bhCount, constIdx(b, group));
+      kBatch.back() = hkv;
+      q3 = packedRows(b, q, nb, kBh, kLq);
+    } else {
+      q3 = collapseBatchDims(b, q, nb);
+    }
     auto [k3, v3] = tensorsOrStandIns(b, lk, q3, collapseBatchDims(b, o, nb),
                                    collapseBatchDims(b, k, nb),
                                    collapseBatchDims(b, v, nb));
@@ -229,13 +320,37 @@ static LogicalResult lowerToWgmmaLaunch(RewriterBase &rewriter, AttentionOp op,
                                tmaDescriptor(b, v3, cfg.blockN), dataPointer(b, o)};
     if (op.hasLse())
       args.push_back(dataPointer(b, lse));
-    args.append({lq, lk, hkv});
-    args.append(batchSizes.begin(), batchSizes.end());
+    args.append({kLq, lk, hkv});
+    args.append(kBatch.begin(), kBatch.end());
     args.append(captures.begin(), captures.end());
-    Value gx = arith::CeilDivSIOp::create(b, lq, constIdx(b, cfg.blockM));
+    Value gx = arith::CeilDivSIOp::create(b, kLq, constIdx(b, cfg.blockM));
     SmemLayout layout(cfg, spec);
-    launchOnStream(b, kernel, gx, bhCount, cfg.threads(), layout.total, args,
-                   stream);
+    if (!spec.splitKV) {
+      launchOnStream(b, kernel, gx, kBh, cfg.threads(), layout.total, args,
+                     stream);
+    } else {
+      // The key range split over CTAs as the split-KV kernel splits it,
+      // with the CTAs this kernel keeps resident per SM.
+      Value nT = arith::CeilDivSIOp::create(b, lk, constIdx(b, cfg.blockN));
+      int64_t resident = std::clamp<int64_t>(
+          (chip.maxDynamicSmemPerBlock + 1024) / (layout.total + 1024), 1,
+          cfg.ctasPerSM);
+      Value splits =
+          options.splitKV > 0
+              ? constIdx(b, options.splitKV)
+              : splitCount(b, op, arith::MulIOp::create(b, gx, kBh), resident,
+                           nT);
+      SplitPlan plan = planSplits(b, splits, nT);
+      Value rowsTotal = arith::MulIOp::create(b, kBh, kLq);
+      SplitPartials parts = allocSplitPartials(b, stream, plan.splits,
+                                               plan.multi, rowsTotal, dv);
+      args.append({dataPointer(b, parts.out), dataPointer(b, parts.lse),
+                   plan.splits, plan.tilesPerSplit});
+      launchOnStream(b, kernel, arith::MulIOp::create(b, gx, plan.splits), kBh,
+                     cfg.threads(), layout.total, args, stream);
+      combineAndFreePartials(b, combine, parts, o3, lse2, plan.splits,
+                             plan.multi, rowsTotal, stream);
+    }
   }
 
   replaceWithDestinations(rewriter, op, bufs);
