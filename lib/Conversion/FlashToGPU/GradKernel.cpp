@@ -143,7 +143,9 @@ gpu::GPUFuncOp gpu_lowering::buildGradKernel(OpBuilder &ob, Location loc,
                    Value()};
   keys[1] = arith::AddIOp::create(b, keys[0], constIdx(b, 8));
 
-  auto [qBegin, qEnd] =
+  // Plain variables, not a structured binding: lambdas below capture them.
+  Value qBegin, qEnd;
+  std::tie(qBegin, qEnd) =
       visibleQueryBlockRange(b, cfg.mask, k0, Bc, lq, lk, Br);
   Value nQ = arith::SubIOp::create(b, qEnd, qBegin);
   Value steps = arith::MulIOp::create(b, nQ, group);
@@ -410,7 +412,8 @@ gpu::GPUFuncOp gpu_lowering::buildGradKernel(OpBuilder &ob, Location loc,
           ib.setInsertionPointToStart(ifPrev.thenBlock());
           reduceDq(ib, arith::SubIOp::create(ib, it, one));
         }
-        auto [bh, q0] = stepBlock(ib, it);
+        Value bh, q0; // captured below: not a binding
+        std::tie(bh, q0) = stepBlock(ib, it);
 
         // Sᵀ = K Qᵀ and dPᵀ = V dOᵀ: rows = the warp's keys (A from the K
         // and V tiles), columns = the block's queries (B = Qᵀ, dOᵀ: the

@@ -167,7 +167,10 @@ gpu::GPUFuncOp gpu_lowering::buildGradWgmmaKernel(OpBuilder &ob, Location loc,
   Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
   Value kvbh = batchHeadBlock(b, kvbhCount);
   Value k0 = mul(b, gpu::BlockIdOp::create(b, gpu::Dimension::x), Bc);
-  auto [qBegin, qEnd] = visibleQueryBlockRange(b, cfg.mask, k0, Bc, lq, lk, Br);
+  // Plain variables, not a structured binding: lambdas below capture them.
+  Value qBegin, qEnd;
+  std::tie(qBegin, qEnd) =
+      visibleQueryBlockRange(b, cfg.mask, k0, Bc, lq, lk, Br);
   Value nQ = arith::SubIOp::create(b, qEnd, qBegin);
   Value steps = arith::MulIOp::create(b, nQ, group);
   Value diagOff = maskDiagonalOffset(b, cfg.mask, lq, lk);
@@ -334,11 +337,13 @@ gpu::GPUFuncOp gpu_lowering::buildGradWgmmaKernel(OpBuilder &ob, Location loc,
     b.setInsertionPointToStart(loop.getBody());
     Value it = loop.getInductionVar();
     Value dK = loop.getRegionIterArgs()[0], dV = loop.getRegionIterArgs()[1];
-    auto [st, parity] = slot(b, it);
+    Value st, parity; // captured below: not a binding
+    std::tie(st, parity) = slot(b, it);
     // The thread's place, opaque per step (loopLocal).
     Value laneColL = loopLocal(b, laneCol), quadL = loopLocal(b, quad);
     Value wgRowL[2] = {loopLocal(b, wgRow[0]), loopLocal(b, wgRow[1])};
-    auto [bh, q0] = stepBlock(b, it);
+    Value bh, q0; // captured below: not a binding
+    std::tie(bh, q0) = stepBlock(b, it);
     mbarWait(b, at(b, L.qFull(0), mul(b, st, 8)), parity);
     Value qSt = descPlus(b, opaque(b, qDesc), mul(b, st, L.qStage));
     Value doSt = descPlus(b, opaque(b, doDesc), mul(b, st, L.doStage));
