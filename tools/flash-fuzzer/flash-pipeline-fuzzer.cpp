@@ -75,9 +75,25 @@ static bool hitsUpstreamIndexListCrash(StringRef text) {
       rest = rest.ltrim();
       if (!rest.consume_front("["))
         return true;
-      size_t end = rest.find_first_not_of("0123456789-, \t\r\n");
-      if (end == StringRef::npos || rest[end] != ']')
-        return true;
+      // The list DenseI64ArrayAttr parses: `]`, or integers (an optional
+      // sign, then digits) separated by commas. `[1- 0]` has only list
+      // characters and still yields the null attribute.
+      rest = rest.ltrim();
+      if (rest.consume_front("]"))
+        continue;
+      for (;;) {
+        rest.consume_front("-");
+        size_t digits = rest.find_first_not_of("0123456789");
+        // Past 18 digits the value may not fit in 64 bits: also a null.
+        if (digits == 0 || digits == StringRef::npos || digits > 18)
+          return true;
+        rest = rest.drop_front(digits).ltrim();
+        if (rest.consume_front("]"))
+          break;
+        if (!rest.consume_front(","))
+          return true;
+        rest = rest.ltrim();
+      }
     }
   }
   return false;
