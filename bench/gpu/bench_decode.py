@@ -86,26 +86,28 @@ def shapes(case):
     return (b, hq, lq, D), (b, hkv, lk, D), (b, hkv, lk, D)
 
 
-def paged_shapes(case):
-    """q, the pools and the block table of the paged twin (Lk a multiple of PAGE)."""
+def paged_shapes(case, page=PAGE):
+    """q, the pools and the block table of the paged twin (Lk a multiple of page)."""
     b, hq, hkv, lq, lk = case
-    pages = b * lk // PAGE
-    return (b, hq, lq, D), (pages, PAGE, hkv, D), (pages, PAGE, hkv, D), (b, lk // PAGE)
+    pages = b * lk // page
+    return (b, hq, lq, D), (pages, page, hkv, D), (pages, page, hkv, D), (b, lk // page)
 
 
 def variant_cases(all_cases):
     return CASES if all_cases else VARIANT_CASES
 
 
-def prebuild(cache, names=None, all_cases=False):
+def prebuild(cache, names=None, all_cases=False, pages=(PAGE,)):
     os.environ["FLASH_MLIR_CACHE_DIR"] = cache
     os.environ.setdefault("CUDA_HOME", "/usr/local/cuda")
     for case in CASES:
         print(case, flash_mlir.prebuild(*shapes(case), "bf16"))
-        qs, ks, vs, table = paged_shapes(case)
-        print(case, "paged", flash_mlir.prebuild(qs, ks, vs, "bf16", block_table=table))
+        for page in pages:
+            qs, ks, vs, table = paged_shapes(case, page)
+            print(case, "paged", page,
+                  flash_mlir.prebuild(qs, ks, vs, "bf16", block_table=table))
     for name, kw in VARIANTS.items():
-        if names and name not in names:
+        if name not in (names or ()):
             continue
         for case in variant_cases(all_cases):
             print(name, case, flash_mlir.prebuild(*shapes(case), "bf16", **kw))
@@ -236,7 +238,7 @@ def dynamo_graphs():
         return None
 
 
-def run(with_flex, variants, only_lq=None, all_cases=False):
+def run(with_flex, variants, only_lq=None, all_cases=False, pages=(PAGE,)):
     import torch
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -305,16 +307,6 @@ def run(with_flex, variants, only_lq=None, all_cases=False):
                 with sdpa_kernel([backend]):
                     return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
             impls.append((name, sdpa))
-        kp = vp = table = None
-        if not variants:
-            # The same keys as pages in a shuffled pool.
-            perm = torch.randperm(b * lk // PAGE, device="cuda")
-            kp, vp = paged_pool(k, PAGE, perm), paged_pool(v, PAGE, perm)
-            table = perm.reshape(b, lk // PAGE).to(torch.int32)
-            lens = torch.full((b,), lk, dtype=torch.int32, device="cuda")
-            impls.append(("ours-paged%d" % PAGE,
-                          lambda: flash_mlir.attention(q, kp, vp, block_table=table,
-                                                       seq_lens=lens)))
         if flex is not None:
             pin_flex_dims(torch, q, (k, v), dynamic_len=True)
             impls.append(("flex", lambda: flex(q, k, v, enable_gqa=True)))
@@ -323,6 +315,21 @@ def run(with_flex, variants, only_lq=None, all_cases=False):
             out = bench(case, kv_bytes, name, fn, ref)
             if ref is None:
                 ref = out
+        kp = vp = table = None
+        # The same keys as pages in a shuffled pool, one page size at a time (a pool
+        # is as large as the cache); PAGE's pool is kept for Flex's paged column.
+        for page in ([] if variants else pages):
+            perm = torch.randperm(b * lk // page, device="cuda")
+            pk, pv = paged_pool(k, page, perm), paged_pool(v, page, perm)
+            pt = perm.reshape(b, lk // page).to(torch.int32)
+            lens = torch.full((b,), lk, dtype=torch.int32, device="cuda")
+            bench(case, kv_bytes, "ours-paged%d" % page,
+                  lambda: flash_mlir.attention(q, pk, pv, block_table=pt, seq_lens=lens),
+                  ref)
+            if page == PAGE:
+                kp, vp, table = pk, pv, pt
+            pk = pv = pt = None
+            torch.cuda.empty_cache()
         if flex is not None and not variants and flex_pages:
             ok = False
             for page in flex_pages:
@@ -360,12 +367,16 @@ if __name__ == "__main__":
                     help="variants on every case of the table, not VARIANT_CASES")
     ap.add_argument("--lq", type=int, default=None,
                     help="only the cases of this Lq (the table in two device calls)")
+    ap.add_argument("--pages", default=str(PAGE),
+                    help="comma-separated page sizes of the ours-paged columns "
+                         "(the first %d keeps Flex's paged column beside it)" % PAGE)
     a = ap.parse_args()
+    pages = tuple(int(p) for p in a.pages.split(",") if p)
     names = [n for n in a.variants.split(",") if n]
     unknown = [n for n in names if n not in VARIANTS]
     if unknown:
         ap.error("unknown variant(s) %s; known: %s" % (unknown, ", ".join(VARIANTS)))
     if a.prebuild:
-        prebuild(a.prebuild, names, a.all_cases)
+        prebuild(a.prebuild, names, a.all_cases, pages)
     else:
-        run(a.flex, names, a.lq, a.all_cases)
+        run(a.flex, names, a.lq, a.all_cases, pages)

@@ -2,7 +2,7 @@
 wgmma, mma.sync, portable and split-KV forward kernels (each forced with kernel=), every
 mask kind and alignment, score_mod with captures (bias=, softcap=, alibi_slopes=), tails at
 L = 1, 63, 65, 4097, rows that see no key, the LSE, packed varlen batches with offsets
-outside the tokens, the paged split-KV kernel with block
+outside the tokens, the paged split-KV and wgmma kernels with block
 tables full of junk entries, and the backward (prep, key blocks, both dQ paths,
 deterministic; the wgmma and mma.sync key-block kernels). Each case also checks its output against float64, so a kernel that did not
 run cannot pass.
@@ -77,6 +77,12 @@ CASES = {
                            table=(2, 40), lens=[1000, 10 ** 6]),
     "paged-lq16-causal": _c((2, 32, 16, 128), (200, 32, 8, 128), (200, 32, 8, 128),
                             table=(2, 90), lens=[2800, 0], causal=True, return_lse=True),
+    # paged wgmma: TMA boxes through the same junk tables, masks over packed heads
+    "paged-wgmma-page48": _c((2, 16, 1, 128), (90, 48, 2, 128), (90, 48, 2, 128),
+                             table=(2, 40), lens=[1000, 10 ** 6], kernel="wgmma"),
+    "paged-wgmma-lq16-causal": _c((2, 32, 16, 64), (200, 32, 8, 64), (200, 32, 8, 64),
+                                  "float16", table=(2, 90), lens=[2800, 0], causal=True,
+                                  return_lse=True, kernel="wgmma"),
     # packed varlen batches (wgmma, then mma.sync at D = 96): offsets past the tokens,
     # backwards, negative
     "varlen-junk-offsets": _c((300, 8, 128), (500, 2, 128), (500, 2, 128),

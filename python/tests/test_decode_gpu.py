@@ -66,9 +66,14 @@ CASES = {
                                split_kv=1),
     # 256 packed rows: two 192-row blocks (D = 64), rows past the packed 256 unstored.
     "wg-lq64-g4": _case(1, 8, 2, 64, 2500, 64, kernel="wgmma", return_lse=True),
-    # A mask keeps the heads apart (no packing); the split still applies.
+    # Masks with packed heads: row r of a tile is query r mod Lq of its head.
     "wg-lq16-causal-br": _case(2, 8, 2, 16, 3000, 128, kernel="wgmma", causal=True,
                                align="bottom_right", return_lse=True),
+    "wg-lq2-window-g4": _case(2, 16, 4, 2, 2049, 64, kernel="wgmma", window=300,
+                              align="bottom_right"),
+    # Top-left causal, Lk >> Lq: splits past the first tiles see no key at all.
+    "wg-lq16-causal-tl-g4": _case(1, 8, 2, 16, 1000, 64, kernel="wgmma", causal=True,
+                                  return_lse=True),
     "wg-lq32-mha": _case(1, 4, 4, 32, 10000, 128, kernel="wgmma", return_lse=True),
     "wg-one-key": _case(2, 8, 2, 16, 1, 64, kernel="wgmma", return_lse=True),
     "wg-long-f16-d64": _case(1, 32, 8, 16, 65537, 64, dtype="float16"),
@@ -124,9 +129,9 @@ def test_matches_sdpa(name):
 
 
 def test_auto_takes_the_split_kernel_for_masked_decode():
-    """A mask keeps the heads of a tile apart in the wgmma kernel, so kernel=auto gives a
-    masked decode to the split kernel, which packs them anyway: mma.sync and cp.async, its
-    combine kernel, no wgmma."""
+    """kernel=auto gives a masked decode to the split kernel (the wgmma kernel's packed
+    masked form is not measured ahead of it): mma.sync and cp.async, its combine kernel,
+    no wgmma."""
     _compiler()
     qs, ks, vs, dtype, kw = CASES["lq16-causal-br"]
     ir = flash_mlir.attention_ir(qs, ks, vs, "bf16", causal=True, align="bottom_right",

@@ -1,6 +1,8 @@
 """A paged KV cache on the GPU: flash.paged_attention through the split-KV kernel, which
-reads every key row through the block table (page numbers clamped into the pool,
-each sequence's own length, masks at its own diagonal).
+reads every key row through the block table, and through the wgmma kernel's decode form
+(kernel=auto for GQA without a mask on sm_90a), whose TMA boxes of a K/V tile each come
+from the page the table names (page numbers clamped into the pool, each sequence's own
+length, masks at its own diagonal).
 
 Same rules as test_decode_gpu.py: a float64 reference (reference.paged_attention_ref),
 the error at most twice that of torch SDPA run on each sequence's gathered keys (plus
@@ -50,6 +52,21 @@ CASES = {
     "long-64k": _case(1, 32, 8, 1, 128, 64, 1100, 1030, [65537], return_lse=True),
     # Lengths past the table's capacity are clamped to it.
     "past-capacity": _case(2, 8, 2, 1, 64, 16, 20, 8, [10 ** 6, 100]),
+    # The wgmma kernel asked for where kernel=auto would take the split kernel: masks
+    # over packed heads, one head per K/V head, several query blocks, D = 256.
+    "wg-lq16-causal-page32": _case(2, 32, 8, 16, 128, 32, 200, 90, [2800, 16],
+                                   causal=True, return_lse=True, kernel="wgmma"),
+    "wg-lq2-window-page16": _case(2, 8, 2, 2, 64, 16, 300, 140, [2049, 500], window=300,
+                                  kernel="wgmma"),
+    "wg-mha-shorter-than-lq": _case(2, 8, 8, 16, 64, 16, 8, 4, [5, 40], causal=True,
+                                    return_lse=True, kernel="wgmma"),
+    "wg-lq64-g4-page112": _case(1, 8, 2, 64, 128, 112, 60, 30, [3000], causal=True,
+                                return_lse=True, kernel="wgmma"),
+    "wg-page256-f16-empty": _case(3, 16, 2, 1, 128, 256, 40, 12, [0, 2900, 10 ** 6],
+                                  dtype="float16", return_lse=True, kernel="wgmma"),
+    "wg-page48-split-per-tile": _case(2, 16, 2, 1, 128, 48, 90, 40, [1000, 1919],
+                                      split_kv=1000, kernel="wgmma"),
+    "wg-d256-page64": _case(2, 16, 4, 1, 256, 64, 100, 40, [2000, 333], kernel="wgmma"),
 }
 
 
@@ -63,7 +80,8 @@ def prebuild_all(cache_dir):
         print(name, flash_mlir.prebuild(qs, ks, vs, "bf16", block_table=table, **kw))
         print(name, flash_mlir.prebuild(qs, SAME_KEYS_CONTIGUOUS[name], SAME_KEYS_CONTIGUOUS[name],
                                         "bf16", causal=kw.get("causal", False),
-                                        align="bottom_right", split_kv=kw["split_kv"]))
+                                        align="bottom_right", split_kv=kw["split_kv"],
+                                        **{o: kw[o] for o in ("kernel",) if o in kw}))
 
 
 def _inputs(torch, c, seed=None):
@@ -139,9 +157,12 @@ def test_matches_reference(name):
 
 # The same keys as a contiguous cache [B, Hkv, Lk, D] and as pages of 16 in a shuffled
 # pool, every length Lk, the same forced split: the kernel does the same arithmetic in
-# the same order, so the outputs are bit-identical.
+# the same order, so the outputs are bit-identical. kernel=auto takes the wgmma kernel
+# for the first, the split kernel for the second (a mask), both paged and contiguous.
 SAME_KEYS = {"same-keys": (2, 16, 4, 1, 128, 2048, dict(split_kv=4)),
-             "same-keys-causal-lq16": (2, 32, 8, 16, 64, 1024, dict(split_kv=2, causal=True))}
+             "same-keys-causal-lq16": (2, 32, 8, 16, 64, 1024, dict(split_kv=2, causal=True)),
+             "same-keys-causal-lq16-wgmma": (2, 32, 8, 16, 64, 1024,
+                                             dict(split_kv=2, causal=True, kernel="wgmma"))}
 SAME_KEYS_CONTIGUOUS = {name: (b, hkv, lk, d) for name, (b, hq, hkv, lq, d, lk, _) in
                         SAME_KEYS.items()}
 

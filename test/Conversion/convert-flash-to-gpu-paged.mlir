@@ -1,11 +1,13 @@
-// A paged KV cache on the GPU: flash.paged_attention lowers to the split-KV
-// kernel, whose copies read each key row through the block table.
-// RUN: flash-opt %s -split-input-file -convert-flash-to-gpu | FileCheck %s
-// RUN: not flash-opt %s -split-input-file -convert-flash-to-gpu="kernel=wgmma" 2>&1 | FileCheck %s --check-prefix=WGMMA
+// A paged KV cache on the GPU: flash.paged_attention with kernel=splitkv
+// lowers to the split-KV kernel, whose copies read each key row through the
+// block table (convert-flash-to-gpu-paged-wgmma.mlir: the wgmma kernel,
+// which kernel=auto takes for this op on sm_90a).
+// RUN: flash-opt %s -split-input-file -convert-flash-to-gpu="kernel=splitkv" | FileCheck %s
+// RUN: not flash-opt %s -split-input-file -convert-flash-to-gpu="kernel=mma" 2>&1 | FileCheck %s --check-prefix=MMA
 // RUN: not flash-opt %s -split-input-file -convert-flash-to-gpu="chip=sm_75" 2>&1 | FileCheck %s --check-prefix=OLDCHIP
-// RUN: env -u CUDA_HOME flash-opt %s -split-input-file --flash-gpu-pipeline="format=isa" | FileCheck %s --check-prefix=PTX
+// RUN: env -u CUDA_HOME flash-opt %s -split-input-file --flash-gpu-pipeline="format=isa kernel=splitkv" | FileCheck %s --check-prefix=PTX
 
-// WGMMA: a paged KV cache is read by the split-KV kernel only (kernel=auto or kernel=splitkv), got kernel=wgmma
+// MMA: a paged KV cache is read by the split-KV kernel or the wgmma kernel (kernel=auto, kernel=splitkv or kernel=wgmma), got kernel=mma
 // OLDCHIP: the split-KV kernel needs sm_80 or newer
 
 // GQA 32/8 decode with pages of 48 keys (not a power of two). The host side

@@ -103,8 +103,8 @@ struct LowerAttentionGrad : OpRewritePattern<AttentionGradOp> {
 };
 
 /// Lowers a serving op (flash.paged_attention, flash.varlen_attention) with
-/// its rule and its lowering: the paged op to the split-KV kernel reading
-/// through the block table, the varlen op to the prefill kernels, each block
+/// its rule and its lowering: the paged op to the split-KV or the wgmma
+/// kernel reading through the block table, the varlen op to the prefill kernels, each block
 /// finding its sequence through the offsets.
 template <typename OpTy,
           bool (*Supported)(OpTy, const GPUKernelOptions &, const ChipInfo &,

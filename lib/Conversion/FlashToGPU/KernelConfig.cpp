@@ -9,6 +9,8 @@
 
 #include "llvm/ADT/StringExtras.h"
 
+#include <numeric>
+
 using namespace mlir;
 using namespace mlir::flash;
 using namespace mlir::flash::gpu_lowering;
@@ -102,6 +104,11 @@ SmemLayout::SmemLayout(const KernelConfig &cfg, const KernelSpec &spec) {
   stageBytes = kBytes + vBytes;
   barOff = qBytes + cfg.stages * stageBytes;
   total = 1024 + barOff + 8 * (1 + 2 * cfg.stages);
+}
+
+int64_t gpu_lowering::pagedBoxRows(const KernelConfig &cfg,
+                                   const KernelSpec &spec) {
+  return std::gcd(cfg.blockN, spec.pageSize);
 }
 
 /// Small head dims make the softmax the larger share of the work. D, Dv <= 64

@@ -88,8 +88,21 @@ struct KernelSpec {
   // Query rows per batch·head of the kernel's view (the GQA rows of a K/V
   // head when they are packed), when the decode form knows them; 0 else.
   int64_t decodeRows = 0;
+  // Query heads packed per K/V head: the kernel's rows are the G·Lq rows of
+  // G query heads, so row r is query r mod Lq, which is what a mask reads.
+  int64_t packedGroup = 1;
+  // > 0: flash.paged_attention. K and V are pools of pages of this many
+  // keys, read as [pages·page_size, Hkv, D] in boxes of pagedBoxRows keys
+  // through the block table; each sequence's length is its own.
+  int64_t pageSize = 0;
   bool hasMask() const { return mask && !mask.isNone(); }
 };
+
+/// Keys per TMA box of a paged K/V tile: the largest count that divides both
+/// the tile and the page, so that no box crosses a page. A multiple of 8
+/// (a page size and a tile that are multiples of 16), so each box starts on
+/// a 128-byte swizzle atom of 8 rows.
+int64_t pagedBoxRows(const KernelConfig &cfg, const KernelSpec &spec);
 
 /// Shared-memory map of the wgmma kernel, byte offsets from a 1024-byte
 /// aligned base. Tiles are stored as 64-column panels ([rows][64] elements,
@@ -206,8 +219,28 @@ std::optional<WgmmaDecodeForm> wgmmaDecodeForm(AttentionOp op,
 /// kernel's warps reads all of it, and TMA streams the tiles.
 bool wgmmaDecodePreferred(AttentionOp op, const ChipInfo &chip);
 
+/// The wgmma kernel's decode form reading a paged cache (sm_90a, bf16/f16,
+/// static query heads, query length and K/V heads, pages of a multiple of
+/// 16 keys), or why not.
+bool wgmmaSupportsPaged(PagedAttentionOp op, const ChipInfo &chip,
+                        std::string &why);
+/// Whether kernel=auto reads a paged cache with the wgmma kernel rather than
+/// the split-KV kernel (the rule of wgmmaDecodePreferred).
+bool wgmmaPagedPreferred(PagedAttentionOp op, const ChipInfo &chip);
+/// Lowers a flash.paged_attention with the wgmma kernel's decode form: the
+/// query heads of a K/V head packed into a tile's rows, the key range split
+/// over CTAs, each K/V tile loaded by TMA in boxes that do not cross a page.
+LogicalResult lowerPagedToWgmmaLaunch(RewriterBase &rewriter,
+                                      PagedAttentionOp op,
+                                      const OperandBuffers &bufs,
+                                      const GPUKernelOptions &options,
+                                      const ChipInfo &chip);
+
 /// Kernel arguments, in order: tmaQ, tmaK, tmaV, out, [lse] (!llvm.ptr),
-/// lq, lk, hkv, batch sizes of Q (index), captures (memrefs); for a varlen
+/// lq, lk, hkv, batch sizes of Q (index), captures (memrefs); for a paged
+/// op lk is the block table's capacity and the table (memref<?x?xi32>), the
+/// lengths (memref<?xi32>) and the pool's page count (index) follow, tmaK
+/// and tmaV describing the pools as [pages·page_size, Hkv, D]; for a varlen
 /// op lq and lk are the token counts, the one batch size the query heads,
 /// and the offsets (memref<?xi32>) follow.
 /// With spec.splitKV: then the partial outputs and lse (!llvm.ptr, f32
@@ -475,13 +508,14 @@ LogicalResult lowerToSplitKVLaunch(RewriterBase &rewriter, Operation *op,
                                    const GPUKernelOptions &options,
                                    const ChipInfo &chip);
 
-/// Lowers a flash.paged_attention with the split-KV kernel reading through
-/// its block table, or emits why it cannot.
+/// Lowers a flash.paged_attention through its block table with the kernel
+/// options name (kernel=auto: the wgmma kernel where wgmmaPagedPreferred,
+/// else the split-KV kernel), or emits why it cannot.
 LogicalResult lowerPagedAttention(RewriterBase &rewriter, PagedAttentionOp op,
                                   const OperandBuffers &bufs,
                                   const GPUKernelOptions &options,
                                   const ChipInfo &chip);
-/// Whether the split-KV kernel takes `op` on `chip` under `options`;
+/// Whether the kernel lowerPagedAttention picks takes `op` on `chip`;
 /// otherwise `why` says why.
 bool pagedAttentionSupported(PagedAttentionOp op,
                              const GPUKernelOptions &options,

@@ -338,12 +338,16 @@ bool gpu_lowering::pagedAttentionSupported(PagedAttentionOp op,
                                            const GPUKernelOptions &options,
                                            const ChipInfo &chip,
                                            std::string &why) {
+  if (options.kernel == "wgmma")
+    return wgmmaSupportsPaged(op, chip, why);
   if (options.kernel != "auto" && options.kernel != "splitkv") {
-    why = "a paged KV cache is read by the split-KV kernel only (kernel=auto "
-          "or kernel=splitkv), got kernel=" +
+    why = "a paged KV cache is read by the split-KV kernel or the wgmma "
+          "kernel (kernel=auto, kernel=splitkv or kernel=wgmma), got kernel=" +
           options.kernel;
     return false;
   }
+  if (options.kernel == "auto" && wgmmaPagedPreferred(op, chip))
+    return true;
   if (!chip.hasMmaSync()) {
     why = "the split-KV kernel needs sm_80 or newer";
     return false;
@@ -367,6 +371,9 @@ LogicalResult gpu_lowering::lowerPagedAttention(RewriterBase &rewriter,
   std::string why;
   if (!pagedAttentionSupported(op, options, chip, why))
     return op.emitOpError("convert-flash-to-gpu: ") << why;
+  if (options.kernel == "wgmma" ||
+      (options.kernel == "auto" && wgmmaPagedPreferred(op, chip)))
+    return lowerPagedToWgmmaLaunch(rewriter, op, bufs, options, chip);
   FailureOr<MemrefKernelSpec> spec = memrefKernelSpec(op, why);
   FailureOr<SplitKVConfig> cfg = splitKVConfig(*spec, why, options.stages);
   if (failed(cfg))

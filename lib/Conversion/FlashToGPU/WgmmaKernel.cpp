@@ -47,6 +47,12 @@ struct KernelEnv {
   Value tBegin, tEnd;
   // The decode form: the partials, the split count and this CTA's split.
   Value oPartPtr, lsePartPtr, splits, split;
+  // Query rows per head as a mask sees them: lq, or lq / G with G query
+  // heads packed per K/V head.
+  Value qLen;
+  // A paged cache: the block table, the lengths, the pool's page count, and
+  // this CTA's sequence and K/V head.
+  Value table, seqLens, numPages, kvBatch, kvHead;
   Value tiles; // 1024-aligned shared-memory base (!llvm.ptr<3>)
   SmallVector<Value> batchIdx; // bh delinearised over the query batch dims
 };
@@ -66,6 +72,27 @@ static Value stageOffset(ImplicitLocOpBuilder &b, KernelEnv &env, Value s,
   return arith::AddIOp::create(b, off, constI64(b, base));
 }
 
+/// Row `token` of a paged pool for key j of this CTA's sequence: row j mod
+/// page_size of the page the block table names for j / page_size, the slot
+/// and the page clamped (whatever the table holds, nothing outside the pool
+/// is read; keys past the sequence are masked).
+static Value pagedToken(ImplicitLocOpBuilder &b, KernelEnv &env, Value j) {
+  int64_t P = env.spec.pageSize;
+  Value one = constIdx(b, 1), zero = constIdx(b, 0);
+  Value lastSlot =
+      arith::SubIOp::create(b, memref::DimOp::create(b, env.table, 1), one);
+  Value slot = arith::MinSIOp::create(
+      b, arith::DivUIOp::create(b, j, constIdx(b, P)), lastSlot);
+  Value page = arith::IndexCastOp::create(
+      b, b.getIndexType(),
+      memref::LoadOp::create(b, env.table, ValueRange{env.kvBatch, slot}));
+  page = arith::MinSIOp::create(
+      b, arith::MaxSIOp::create(b, page, zero),
+      arith::SubIOp::create(b, env.numPages, one));
+  return idxAdd(b, idxMul(b, page, P),
+                arith::RemUIOp::create(b, j, constIdx(b, P)));
+}
+
 static void buildProducer(ImplicitLocOpBuilder &b, KernelEnv &env) {
   const KernelConfig &cfg = env.cfg;
   const KernelSpec &spec = env.spec;
@@ -75,17 +102,21 @@ static void buildProducer(ImplicitLocOpBuilder &b, KernelEnv &env) {
   Value qFull = smemOffset(b, env.tiles, L.qFullOff());
   mbarArriveExpectTx(b, qFull, L.qBytes);
   // Coordinates innermost first: (column, row, batch·head) of the
-  // [batch·heads, L, D] views, (column, head, token) of a packed batch.
-  auto coords = [&](int64_t col, Value row, Value head, Value off) {
-    if (!spec.varlen)
-      return SmallVector<Value, 3>{constI32(b, col), toI32(b, row),
-                                   toI32(b, head)};
+  // [batch·heads, L, D] views, (column, head, token) of a packed batch or
+  // a paged pool.
+  auto viewCoords = [&](int64_t col, Value row, Value head) {
+    return SmallVector<Value, 3>{constI32(b, col), toI32(b, row),
+                                 toI32(b, head)};
+  };
+  auto tokenCoords = [&](int64_t col, Value head, Value token) {
     return SmallVector<Value, 3>{constI32(b, col), toI32(b, head),
-                                 toI32(b, idxAdd(b, off, row))};
+                                 toI32(b, token)};
   };
   for (int64_t p = 0; p < spec.panelD() / 64; ++p)
     tmaLoad(b, smemOffset(b, env.tiles, p * cfg.blockM * 128), env.tmaQ,
-            coords(64 * p, env.q0, env.bh, env.qOff), qFull);
+            spec.varlen ? tokenCoords(64 * p, env.bh, idxAdd(b, env.qOff, env.q0))
+                        : viewCoords(64 * p, env.q0, env.bh),
+            qFull);
 
   auto loop = scf::ForOp::create(b, env.tBegin, env.tEnd, constIdx(b, 1));
   OpBuilder::InsertionGuard g(b);
@@ -94,6 +125,14 @@ static void buildProducer(ImplicitLocOpBuilder &b, KernelEnv &env) {
   Value i = arith::SubIOp::create(b, t, env.tBegin);
   Value s = arith::RemUIOp::create(b, i, constIdx(b, S));
   Value n = arith::DivUIOp::create(b, i, constIdx(b, S));
+  Value row = idxMul(b, t, cfg.blockN);
+  // A paged tile is boxes of `box` keys, each from its own page. The table
+  // reads are issued before the wait for the slot, which hides them.
+  int64_t box = spec.pageSize > 0 ? pagedBoxRows(cfg, spec) : cfg.blockN;
+  SmallVector<Value> tokens;
+  if (spec.pageSize > 0)
+    for (int64_t k = 0; k < cfg.blockN / box; ++k)
+      tokens.push_back(pagedToken(b, env, idxAdd(b, row, constIdx(b, k * box))));
   Value full = smemOffset(b, env.tiles,
                           stageOffset(b, env, s, 8, L.kvFullOff(0)));
   Value empty = smemOffset(b, env.tiles,
@@ -113,13 +152,23 @@ static void buildProducer(ImplicitLocOpBuilder &b, KernelEnv &env) {
   Value kBase =
       smemOffset(b, env.tiles, stageOffset(b, env, s, L.stageBytes, L.kOff(0)));
   Value vBase = smemOffset(b, kBase, L.kBytes);
-  Value row = idxMul(b, t, cfg.blockN);
-  for (int64_t p = 0; p < spec.panelD() / 64; ++p)
-    tmaLoad(b, smemOffset(b, kBase, p * cfg.blockN * 128), env.tmaK,
-            coords(64 * p, row, env.kvbh, env.kOff), full);
-  for (int64_t p = 0; p < spec.panelDv() / 64; ++p)
-    tmaLoad(b, smemOffset(b, vBase, p * cfg.blockN * 128), env.tmaV,
-            coords(64 * p, row, env.kvbh, env.kOff), full);
+  auto loadTile = [&](Value base, Value tma, int64_t panels) {
+    for (int64_t p = 0; p < panels; ++p) {
+      Value panel = smemOffset(b, base, p * cfg.blockN * 128);
+      if (spec.pageSize > 0) {
+        for (int64_t k = 0; k < cfg.blockN / box; ++k)
+          tmaLoad(b, smemOffset(b, panel, k * box * 128), tma,
+                  tokenCoords(64 * p, env.kvHead, tokens[k]), full);
+      } else if (spec.varlen) {
+        tmaLoad(b, panel, tma,
+                tokenCoords(64 * p, env.kvbh, idxAdd(b, env.kOff, row)), full);
+      } else {
+        tmaLoad(b, panel, tma, viewCoords(64 * p, row, env.kvbh), full);
+      }
+    }
+  };
+  loadTile(kBase, env.tmaK, spec.panelD() / 64);
+  loadTile(vBase, env.tmaV, spec.panelDv() / 64);
 }
 
 namespace {
@@ -198,6 +247,7 @@ private:
   Type elem, f32;
   LLVM::LLVMStructType oType, sType;
   Value c, lane, quadLane, rows[2], laneCol;
+  Value maskRows[2]; // the query index of each row, as masks read it
   Value qDesc0, kDesc0, vDesc0;
   Value negInf, fzero, one;
   Value wgRowLo, wgRowHi, diagOff;
@@ -230,6 +280,10 @@ WgmmaConsumer::WgmmaConsumer(ImplicitLocOpBuilder &b, KernelEnv &env, Value wg)
   rows[0] = row0;
   rows[1] = idxAdd(b, row0, constIdx(b, 8));
   laneCol = idxMul(b, quadLane, 2);
+  for (int h = 0; h < 2; ++h)
+    maskRows[h] = spec.packedGroup > 1
+                      ? arith::RemUIOp::create(b, rows[h], env.qLen).getResult()
+                      : rows[h];
 
   mbarWait(b, smemOffset(b, env.tiles, L.qFullOff()), constI32(b, 0));
 
@@ -254,9 +308,15 @@ WgmmaConsumer::WgmmaConsumer(ImplicitLocOpBuilder &b, KernelEnv &env, Value wg)
   // Tiles that need no per-element mask (inside Lk and entirely on the
   // allowed side of the causal/window bounds for this warpgroup's 64 rows)
   // take a softmax without index arithmetic.
-  wgRowLo = idxAdd(b, env.q0, idxMul(b, c, 64));
-  wgRowHi = idxAdd(b, wgRowLo, constIdx(b, 63));
-  diagOff = maskDiagonalOffset(b, spec.mask, env.lq, env.lk);
+  // With packed heads a warpgroup's rows may be any query of each head.
+  if (spec.packedGroup > 1) {
+    wgRowLo = constIdx(b, 0);
+    wgRowHi = arith::SubIOp::create(b, env.qLen, constIdx(b, 1));
+  } else {
+    wgRowLo = idxAdd(b, env.q0, idxMul(b, c, 64));
+    wgRowHi = idxAdd(b, wgRowLo, constIdx(b, 63));
+  }
+  diagOff = maskDiagonalOffset(b, spec.mask, env.qLen, env.lk);
 
   // Ping-pong between consumer warpgroups: warpgroup c issues its GEMMs only
   // after warpgroup c-1 issued its own (named barrier 1+c, counted over the
@@ -308,15 +368,16 @@ Value WgmmaConsumer::waitFull(Value t) {
   mbarWait(b,
            smemOffset(b, env.tiles, stageOffset(b, env, s, 8, L.kvFullOff(0))),
            parity);
-  if (spec.varlen)
+  if (spec.varlen || spec.pageSize > 0)
     zeroValueTail(t, s);
   return s;
 }
 
 /// In a packed varlen batch the key tile that crosses a sequence's end holds
-/// the next sequence's rows (TMA zero-fills only past the tensor). Their P is
-/// 0, but 0 times a NaN or inf there (another sequence's, or uninitialised
-/// padding) is NaN, so each consumer warpgroup zeroes those V rows of the
+/// the next sequence's rows (TMA zero-fills only past the tensor), in a
+/// paged cache rows of whatever pages the table's slots past the length
+/// name. Their P is 0, but 0 times a NaN or inf there (another sequence's,
+/// or uninitialised padding) is NaN, so each consumer warpgroup zeroes those V rows of the
 /// slot before it reads them (all write the same zeros): 128-byte rows of
 /// each 64-column panel, which the swizzle permutes only within a row. The
 /// stores are ordered before wgmma's reads by fence.proxy.async and the
@@ -402,8 +463,8 @@ std::array<Value, 2> WgmmaConsumer::softmax(Value t, SmallVectorImpl<Value> &sv,
                                             RowState &st) {
   Value needsMask = tileNeedsElementMask(b, spec.mask, idxMul(b, t, BN), BN,
                                          wgRowLo, wgRowHi, env.lk, diagOff);
-  ScoreContext sc = makeScoreContext(b, spec.mask, spec.scoreMod, rows,
-                                     idxMul(b, t, BN), laneCol, env.lq, env.lk,
+  ScoreContext sc = makeScoreContext(b, spec.mask, spec.scoreMod, maskRows,
+                                     idxMul(b, t, BN), laneCol, env.qLen, env.lk,
                                      env.batchIdx, env.captures,
                                      /*needsMask=*/true);
   return maskedSoftmaxStep(b, sv, st, spec.scale, needsMask, sc);
@@ -746,6 +807,11 @@ gpu::GPUFuncOp gpu_lowering::buildWgmmaKernel(OpBuilder &ob, Location loc,
   argTypes.append(3 + spec.numBatchDims, idx);
   for (MemRefType t : spec.captureTypes)
     argTypes.push_back(t);
+  if (spec.pageSize > 0)
+    argTypes.append(
+        {MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic},
+                         b.getI32Type()),
+         MemRefType::get({ShapedType::kDynamic}, b.getI32Type()), idx});
   if (spec.varlen)
     argTypes.append(2, MemRefType::get({ShapedType::kDynamic}, b.getI32Type()));
   if (spec.splitKV)
@@ -777,6 +843,11 @@ gpu::GPUFuncOp gpu_lowering::buildWgmmaKernel(OpBuilder &ob, Location loc,
     env.batchSizes.push_back(entry.getArgument(a++));
   for (size_t k = 0; k < spec.captureTypes.size(); ++k)
     env.captures.push_back(entry.getArgument(a++));
+  if (spec.pageSize > 0) {
+    env.table = entry.getArgument(a++);
+    env.seqLens = entry.getArgument(a++);
+    env.numPages = entry.getArgument(a++);
+  }
   Value cuq, cuk;
   if (spec.varlen) {
     cuq = entry.getArgument(a++);
@@ -824,8 +895,34 @@ gpu::GPUFuncOp gpu_lowering::buildWgmmaKernel(OpBuilder &ob, Location loc,
                                   /*withBatchIndices=*/spec.scoreMod);
   env.kvbh = heads.kvbh;
   env.batchIdx = heads.batchIdx;
-  std::tie(env.tBegin, env.tEnd) = visibleTileRange(
-      b, spec.mask, env.q0, cfg.blockM, env.lq, env.lk, cfg.blockN);
+  env.qLen = spec.packedGroup > 1
+                 ? arith::DivUIOp::create(b, env.lq,
+                                          constIdx(b, spec.packedGroup))
+                       .getResult()
+                 : env.lq;
+  if (spec.pageSize > 0) {
+    // The sequence's own length, clamped to the table's capacity (lk, as
+    // the host passes it); none without pages.
+    env.kvBatch = arith::DivUIOp::create(b, env.kvbh, env.hkv);
+    env.kvHead = arith::RemUIOp::create(b, env.kvbh, env.hkv);
+    Value zero = constIdx(b, 0);
+    Value n = arith::IndexCastOp::create(
+        b, b.getIndexType(),
+        memref::LoadOp::create(b, env.seqLens, ValueRange{env.kvBatch}));
+    n = arith::MinSIOp::create(b, arith::MaxSIOp::create(b, n, zero), env.lk);
+    env.lk = arith::SelectOp::create(
+        b,
+        arith::CmpIOp::create(b, arith::CmpIPredicate::sgt, env.numPages, zero),
+        n, zero);
+  }
+  // With packed heads every block may hold every query of a head.
+  if (spec.packedGroup > 1)
+    std::tie(env.tBegin, env.tEnd) =
+        visibleTileRange(b, spec.mask, constIdx(b, 0), spec.decodeRows,
+                         env.qLen, env.lk, cfg.blockN);
+  else
+    std::tie(env.tBegin, env.tEnd) = visibleTileRange(
+        b, spec.mask, env.q0, cfg.blockM, env.lq, env.lk, cfg.blockN);
   if (spec.splitKV) {
     // This split's tiles of that range; none is an empty range, whose rows
     // still write their partial (0, lse = -inf) for the combine.

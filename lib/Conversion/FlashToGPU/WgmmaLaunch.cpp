@@ -170,11 +170,12 @@ gpu_lowering::wgmmaDecodeForm(AttentionOp op, const GPUKernelOptions &options) {
   int64_t hq = nb > 0 ? op.getQueryType().getDimSize(nb - 1) : 1;
   int64_t hkv = nb > 0 ? op.getKeyType().getDimSize(nb - 1) : 1;
   // Rows of one K/V head from several query heads make one tile when no
-  // mask or score_mod reads the row or the head: [.., Hq, Lq, D] is
-  // [.., Hkv, G·Lq, D] in memory, so the kernel sees one head of G·Lq rows
-  // and each K/V tile is read once per K/V head instead of G times.
+  // score_mod reads the head: [.., Hq, Lq, D] is [.., Hkv, G·Lq, D] in
+  // memory, so the kernel sees one head of G·Lq rows and each K/V tile is
+  // read once per K/V head instead of G times. A mask reads row r as query
+  // r mod Lq (KernelSpec::packedGroup).
   if (!ShapedType::isDynamic(hq) && !ShapedType::isDynamic(hkv) && hkv > 0 &&
-      hq > hkv && !op.hasScoreMod() && op.getMaskOrNone().isNone())
+      hq > hkv && !op.hasScoreMod())
     form.group = hq / hkv;
   form.rows = form.group * lq;
   // Decode, speculative decode, a short chunk against a long cache (at most
@@ -191,11 +192,12 @@ bool gpu_lowering::wgmmaDecodePreferred(AttentionOp op, const ChipInfo &chip) {
   std::optional<WgmmaDecodeForm> form = wgmmaDecodeForm(op, GPUKernelOptions());
   // Measured beside the split kernel on the decode table at D = 128 (bench/
   // NOTES run 39): 1.14-2.3x at 16 rows per query head, -6..+24 % at one.
-  // Wider heads stay with the split kernel until measured.
+  // Wider heads and masked decode stay with the split kernel until measured.
   int64_t nb = op.getNumBatchDims();
   int64_t d = op.getQueryType().getDimSize(nb + 1);
   int64_t dv = op.getValueType().getDimSize(nb + 1);
-  return form && form->group > 1 && std::max(d, dv) <= 128;
+  return form && form->group > 1 && std::max(d, dv) <= 128 &&
+         op.getMaskOrNone().isNone();
 }
 
 /// `m` [b..., Hq, Lq, D] (a contiguous buffer, as the destination form's
@@ -217,6 +219,52 @@ static Value packedRows(ImplicitLocOpBuilder &b, Value m, int64_t nb,
   return memref::ExpandShapeOp::create(
       b, view, flat, ArrayRef<ReassociationIndices>{{0, 1}, {2}},
       ArrayRef<OpFoldResult>{bh, rows, b.getIndexAttr(width)});
+}
+
+/// The combine kernel of the decode form, writing `o3` [rows, Dv] and
+/// `lse2` (null without an LSE result).
+static gpu::GPUFuncOp buildDecodeCombine(OpBuilder &ob, Location loc,
+                                         gpu::GPUModuleOp gmod, Type elem,
+                                         int64_t dv, Value o3, Value lse2) {
+  MemrefKernelSpec cspec;
+  cspec.dv = dv;
+  cspec.hasLse = lse2 != nullptr;
+  cspec.oElem = elem;
+  return buildSplitKVCombineKernel(
+      ob, loc, gmod, cspec,
+      splitCombineArgTypes(ob.getContext(), dv, o3.getType(),
+                           lse2 ? lse2.getType() : Type()));
+}
+
+/// Launches the decode form: `gx` query blocks of `kBh` heads of `kLq` rows,
+/// times the splits of `keyTiles` key tiles (chosen as the split-KV
+/// strategy chooses them, with the CTAs this kernel keeps resident per SM),
+/// then the combine of the f32 partials into `o3` and `lse2`.
+static void launchDecodeForm(ImplicitLocOpBuilder &b, Operation *op,
+                             gpu::GPUFuncOp kernel, gpu::GPUFuncOp combine,
+                             const KernelConfig &cfg, const KernelSpec &spec,
+                             const GPUKernelOptions &options,
+                             const ChipInfo &chip, SmallVector<Value> args,
+                             Value gx, Value kBh, Value kLq, Value keyTiles,
+                             Value o3, Value lse2, Value stream) {
+  SmemLayout layout(cfg, spec);
+  int64_t resident = std::clamp<int64_t>(
+      (chip.maxDynamicSmemPerBlock + 1024) / (layout.total + 1024), 1,
+      cfg.ctasPerSM);
+  Value splits = options.splitKV > 0
+                     ? constIdx(b, options.splitKV)
+                     : splitCount(b, op, arith::MulIOp::create(b, gx, kBh),
+                                  resident, keyTiles);
+  SplitPlan plan = planSplits(b, splits, keyTiles);
+  Value rowsTotal = arith::MulIOp::create(b, kBh, kLq);
+  SplitPartials parts = allocSplitPartials(b, stream, plan.splits, plan.multi,
+                                           rowsTotal, spec.valueDim);
+  args.append({dataPointer(b, parts.out), dataPointer(b, parts.lse),
+               plan.splits, plan.tilesPerSplit});
+  launchOnStream(b, kernel, arith::MulIOp::create(b, gx, plan.splits), kBh,
+                 cfg.threads(), layout.total, args, stream);
+  combineAndFreePartials(b, combine, parts, o3, lse2, plan.splits, plan.multi,
+                         rowsTotal, stream);
 }
 
 static LogicalResult lowerToWgmmaLaunch(RewriterBase &rewriter, AttentionOp op,
@@ -248,6 +296,7 @@ static LogicalResult lowerToWgmmaLaunch(RewriterBase &rewriter, AttentionOp op,
   spec.splitKV = decode.has_value();
   spec.decodeRows = decode ? decode->rows : 0;
   int64_t group = decode ? decode->group : 1;
+  spec.packedGroup = group;
 
   KernelConfig cfg = resolveWgmmaConfig(options, chip, spec);
   if (failed(checkSharedMemory(op, cfg, spec, chip)))
@@ -261,17 +310,9 @@ static LogicalResult lowerToWgmmaLaunch(RewriterBase &rewriter, AttentionOp op,
   Value lse2 = spec.splitKV && lse ? collapseBatchDims(b, lse, nb) : Value();
   gpu::GPUModuleOp gmod = newKernelModule(rewriter, op);
   gpu::GPUFuncOp kernel = buildWgmmaKernel(rewriter, loc, gmod, cfg, spec);
-  gpu::GPUFuncOp combine;
-  if (spec.splitKV) {
-    MemrefKernelSpec cspec;
-    cspec.dv = dv;
-    cspec.hasLse = lse != nullptr;
-    cspec.oElem = elem;
-    combine = buildSplitKVCombineKernel(
-        rewriter, loc, gmod, cspec,
-        splitCombineArgTypes(rewriter.getContext(), dv, o3.getType(),
-                             lse2 ? lse2.getType() : Type()));
-  }
+  gpu::GPUFuncOp combine =
+      spec.splitKV ? buildDecodeCombine(rewriter, loc, gmod, elem, dv, o3, lse2)
+                   : gpu::GPUFuncOp();
 
   // Host side.
   rewriter.setInsertionPoint(op);
@@ -324,33 +365,14 @@ static LogicalResult lowerToWgmmaLaunch(RewriterBase &rewriter, AttentionOp op,
     args.append(kBatch.begin(), kBatch.end());
     args.append(captures.begin(), captures.end());
     Value gx = arith::CeilDivSIOp::create(b, kLq, constIdx(b, cfg.blockM));
-    SmemLayout layout(cfg, spec);
-    if (!spec.splitKV) {
-      launchOnStream(b, kernel, gx, kBh, cfg.threads(), layout.total, args,
-                     stream);
-    } else {
-      // The key range split over CTAs as the split-KV kernel splits it,
-      // with the CTAs this kernel keeps resident per SM.
-      Value nT = arith::CeilDivSIOp::create(b, lk, constIdx(b, cfg.blockN));
-      int64_t resident = std::clamp<int64_t>(
-          (chip.maxDynamicSmemPerBlock + 1024) / (layout.total + 1024), 1,
-          cfg.ctasPerSM);
-      Value splits =
-          options.splitKV > 0
-              ? constIdx(b, options.splitKV)
-              : splitCount(b, op, arith::MulIOp::create(b, gx, kBh), resident,
-                           nT);
-      SplitPlan plan = planSplits(b, splits, nT);
-      Value rowsTotal = arith::MulIOp::create(b, kBh, kLq);
-      SplitPartials parts = allocSplitPartials(b, stream, plan.splits,
-                                               plan.multi, rowsTotal, dv);
-      args.append({dataPointer(b, parts.out), dataPointer(b, parts.lse),
-                   plan.splits, plan.tilesPerSplit});
-      launchOnStream(b, kernel, arith::MulIOp::create(b, gx, plan.splits), kBh,
-                     cfg.threads(), layout.total, args, stream);
-      combineAndFreePartials(b, combine, parts, o3, lse2, plan.splits,
-                             plan.multi, rowsTotal, stream);
-    }
+    if (!spec.splitKV)
+      launchOnStream(b, kernel, gx, kBh, cfg.threads(),
+                     SmemLayout(cfg, spec).total, args, stream);
+    else
+      launchDecodeForm(
+          b, op, kernel, combine, cfg, spec, options, chip, args, gx, kBh, kLq,
+          arith::CeilDivSIOp::create(b, lk, constIdx(b, cfg.blockN)), o3, lse2,
+          stream);
   }
 
   replaceWithDestinations(rewriter, op, bufs);
@@ -446,6 +468,157 @@ LogicalResult gpu_lowering::lowerVarlenToWgmmaLaunch(
     SmemLayout layout(cfg, spec);
     launchOnStream(b, kernel, gx, hq, cfg.threads(), layout.total, args,
                    stream);
+  }
+  replaceWithDestinations(rewriter, op, bufs);
+  return success();
+}
+
+bool gpu_lowering::wgmmaSupportsPaged(PagedAttentionOp op,
+                                      const ChipInfo &chip, std::string &why) {
+  if (!chip.hasWgmma()) {
+    why = "the wgmma kernel needs chip sm_90a";
+    return false;
+  }
+  RankedTensorType q = op.getQueryType(), kc = op.getKeyCacheType(),
+                   vc = op.getValueCacheType();
+  if (!wgmmaTypesSupported(q.getElementType(), kc.getElementType(),
+                           vc.getElementType(),
+                           op.getOutputType().getElementType(), q.getDimSize(3),
+                           vc.getDimSize(3), why))
+    return false;
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  // The packed view [B·Hkv, G·Lq, D] of Q is fixed when the kernel is built.
+  if (q.isDynamicDim(1) || q.isDynamicDim(2) || kc.isDynamicDim(2)) {
+    why = "the wgmma kernel reads a paged cache with static query heads, "
+          "query length and K/V heads";
+    return false;
+  }
+  int64_t pageSize = op.getPageSize();
+  if (ShapedType::isDynamic(pageSize) || pageSize % 16 != 0) {
+    os << "the wgmma kernel reads pages of a multiple of 16 keys (whole "
+          "swizzle atoms per TMA box), got page size "
+       << (ShapedType::isDynamic(pageSize) ? std::string("?")
+                                           : std::to_string(pageSize));
+    why = s;
+    return false;
+  }
+  // TMA coordinates are 32-bit signed (as wgmmaKernelSupports says): the
+  // pool's token rows and the packed query heads.
+  constexpr int64_t kTmaCoordLimit = int64_t(1) << 31;
+  int64_t pages = kc.getDimSize(0);
+  int64_t batch = q.getDimSize(0);
+  if ((!ShapedType::isDynamic(pages) &&
+       pages * pageSize >= kTmaCoordLimit) ||
+      (!ShapedType::isDynamic(batch) &&
+       batch * kc.getDimSize(2) >= kTmaCoordLimit)) {
+    why = "the wgmma kernel's TMA coordinates are 32-bit: a page pool of "
+          "2^31 keys or more, or 2^31 sequence·heads";
+    return false;
+  }
+  return true;
+}
+
+bool gpu_lowering::wgmmaPagedPreferred(PagedAttentionOp op,
+                                       const ChipInfo &chip) {
+  std::string why;
+  if (!wgmmaSupportsPaged(op, chip, why))
+    return false;
+  // As wgmmaDecodePreferred: heads that pack, D <= 128, no mask.
+  RankedTensorType q = op.getQueryType();
+  int64_t hkv = op.getKeyCacheType().getDimSize(2);
+  return q.getDimSize(1) > hkv &&
+         std::max(q.getDimSize(3), op.getValueCacheType().getDimSize(3)) <=
+             128 &&
+         op.getMaskOrNone().isNone();
+}
+
+LogicalResult gpu_lowering::lowerPagedToWgmmaLaunch(
+    RewriterBase &rewriter, PagedAttentionOp op, const OperandBuffers &bufs,
+    const GPUKernelOptions &options, const ChipInfo &chip) {
+  Location loc = op.getLoc();
+  Value stream = streamArgument(op);
+  RankedTensorType qType = op.getQueryType();
+  Type elem = qType.getElementType();
+  int64_t hq = qType.getDimSize(1), lqStatic = qType.getDimSize(2);
+  int64_t hkvStatic = op.getKeyCacheType().getDimSize(2);
+  int64_t group = hq / hkvStatic;
+  int64_t dv = op.getValueCacheType().getDimSize(3);
+  KernelSpec spec;
+  spec.elemType = elem;
+  spec.headDim = qType.getDimSize(3);
+  spec.valueDim = dv;
+  spec.numBatchDims = 2;
+  spec.mask = op.getMaskOrNone();
+  spec.hasLse = op.hasLse();
+  spec.scale = op.getScale().convertToDouble();
+  spec.splitKV = true;
+  spec.packedGroup = group;
+  spec.decodeRows = group * lqStatic;
+  spec.pageSize = op.getPageSize();
+  KernelConfig cfg = resolveWgmmaConfig(options, chip, spec);
+  if (failed(checkSharedMemory(op, cfg, spec, chip)))
+    return failure();
+
+  OpBuilder::InsertionGuard guard(rewriter);
+  rewriter.setInsertionPoint(op);
+  ImplicitLocOpBuilder b(loc, rewriter);
+  Value o3 = collapseBatchDims(b, bufs.out, 2);
+  Value lse2 = bufs.lse ? collapseBatchDims(b, bufs.lse, 2) : Value();
+  gpu::GPUModuleOp gmod = newKernelModule(rewriter, op);
+  gpu::GPUFuncOp kernel = buildWgmmaKernel(rewriter, loc, gmod, cfg, spec);
+  gpu::GPUFuncOp combine =
+      buildDecodeCombine(rewriter, loc, gmod, elem, dv, o3, lse2);
+
+  rewriter.setInsertionPoint(op);
+  Value zero = constIdx(b, 0);
+  Value batch = memref::DimOp::create(b, bufs.q, 0);
+  Value hkv = constIdx(b, hkvStatic);
+  Value kBh = arith::MulIOp::create(b, batch, hkv);
+  Value kLq = constIdx(b, group * lqStatic);
+  Value numPages = memref::DimOp::create(b, bufs.k, 0);
+  Value capacity = arith::MulIOp::create(
+      b, memref::DimOp::create(b, bufs.blockTable, 1),
+      constIdx(b, spec.pageSize));
+  Value nonEmpty = arith::AndIOp::create(
+      b, arith::CmpIOp::create(b, arith::CmpIPredicate::sgt, kLq, zero),
+      arith::CmpIOp::create(b, arith::CmpIPredicate::sgt, kBh, zero));
+  auto ifLaunch = scf::IfOp::create(b, nonEmpty, /*withElse=*/false);
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(ifLaunch.thenBlock());
+    Value q3 = packedRows(b, bufs.q, 2, kBh, kLq);
+    // The pools as [pages·page_size, Hkv, D] token rows; an empty pool
+    // (nothing is read: every length counts as 0) is described by Q and O.
+    auto pool = [&](Value m) {
+      return memref::CollapseShapeOp::create(
+                 b, m, ArrayRef<ReassociationIndices>{{0, 1}, {2}, {3}})
+          .getResult();
+    };
+    auto [k3, v3] =
+        tensorsOrStandIns(b, numPages, q3, o3, pool(bufs.k), pool(bufs.v));
+    int64_t box = pagedBoxRows(cfg, spec);
+    SmallVector<Value> args = {
+        tmaDescriptor(b, q3, cfg.blockM),
+        tmaDescriptor(b, k3, box, /*packed=*/true),
+        tmaDescriptor(b, v3, box, /*packed=*/true), dataPointer(b, bufs.out)};
+    if (bufs.lse)
+      args.push_back(dataPointer(b, bufs.lse));
+    args.append({kLq, capacity, hkv, batch, hkv});
+    args.push_back(memref::CastOp::create(
+        b,
+        MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic},
+                        b.getI32Type()),
+        bufs.blockTable));
+    args.push_back(memref::CastOp::create(
+        b, MemRefType::get({ShapedType::kDynamic}, b.getI32Type()),
+        bufs.seqLens));
+    args.push_back(numPages);
+    Value gx = arith::CeilDivSIOp::create(b, kLq, constIdx(b, cfg.blockM));
+    launchDecodeForm(
+        b, op, kernel, combine, cfg, spec, options, chip, args, gx, kBh, kLq,
+        arith::CeilDivSIOp::create(b, capacity, constIdx(b, cfg.blockN)), o3,
+        lse2, stream);
   }
   replaceWithDestinations(rewriter, op, bufs);
   return success();
