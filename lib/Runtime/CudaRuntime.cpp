@@ -713,6 +713,65 @@ FLASH_RT_EXPORT int32_t flashRuntimeMultiprocessorCount(void) {
   return n;
 }
 
+// Persistent kernels take their work items from a counter: one i32 per
+// (context, stream), zeroed on the stream before each launch. Launches on
+// one stream are ordered, so they never share a count; each stream has its
+// own. The counters live in slabs for the life of the process, since a CUDA
+// graph may refer to one at any replay.
+namespace {
+struct WorkCounterSlabs {
+  static constexpr size_t kChunk = 1024; // counters per slab (4 KiB)
+  std::mutex mutex;
+  std::unordered_map<std::string, CUdeviceptr> map;
+  CUdeviceptr chunk = 0;
+  size_t used = kChunk;
+};
+} // namespace
+
+FLASH_RT_EXPORT void *flashRuntimeWorkCounter(void *stream) {
+  using Slabs = WorkCounterSlabs;
+  static Slabs *slabs = new Slabs; // never destroyed: see dtors
+  if (tls.status != FLASH_RT_OK)
+    return nullptr;
+  CUcontext ctx = currentContext();
+  if (!ctx)
+    return nullptr;
+  auto s = static_cast<CUstream>(stream);
+  CUdeviceptr counter = 0;
+  {
+    std::lock_guard<std::mutex> lock(slabs->mutex);
+    std::string key(reinterpret_cast<const char *>(&ctx), sizeof(ctx));
+    key.append(reinterpret_cast<const char *>(&s), sizeof(s));
+    auto it = slabs->map.find(key);
+    if (it != slabs->map.end()) {
+      counter = it->second;
+    } else {
+      if (slabs->used == Slabs::kChunk) {
+        // As for the tensor-map pool: safe while the stream is capturing.
+        CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+        if (DRV(cuThreadExchangeStreamCaptureMode))
+          DRV(cuThreadExchangeStreamCaptureMode)(&mode);
+        CUdeviceptr dev = 0;
+        bool ok = check(DRV(cuMemAlloc)(&dev, Slabs::kChunk * sizeof(int32_t)),
+                        "cuMemAlloc (work counters)");
+        if (DRV(cuThreadExchangeStreamCaptureMode))
+          DRV(cuThreadExchangeStreamCaptureMode)(&mode);
+        if (!ok)
+          return nullptr;
+        bump(kMemAlloc);
+        slabs->chunk = dev;
+        slabs->used = 0;
+      }
+      counter = slabs->chunk + slabs->used++ * sizeof(int32_t);
+      slabs->map.emplace(std::move(key), counter);
+    }
+  }
+  if (!check(DRV(cuMemsetD32Async)(counter, 0, 1, s),
+             "cuMemsetD32Async (work counter)"))
+    return nullptr;
+  return reinterpret_cast<void *>(counter);
+}
+
 //===----------------------------------------------------------------------===//
 // mgpu* ABI (the signatures MLIR 22's gpu-to-llvm and SelectObjectAttr emit)
 //===----------------------------------------------------------------------===//

@@ -227,11 +227,44 @@ def _bias_library(name):
     return am._library_for(_bias_ir(elt, d), "cuda", None, "kernel=" + kernel)
 
 
+# The wgmma kernel as a persistent grid (persistent=1) against the grid of one CTA
+# per work item (persistent=0): more work items than resident CTAs (132 SMs × 1 or 2),
+# so each CTA walks several and the K/V ring and Q's buffer carry over between them.
+PERSISTENT_CASES = {
+    "d64-causal-lse": ((4, 16, 1000, 64), (4, 16, 1000, 64), (4, 16, 1000, 64), "bfloat16",
+                       {"causal": True, "return_lse": True}),
+    "d64-192rows-f16": ((2, 16, 2000, 64), (2, 16, 1800, 64), (2, 16, 1800, 64), "float16", {}),
+    "d64-window": ((2, 8, 1500, 64), (2, 8, 1700, 64), (2, 8, 1700, 64), "bfloat16",
+                   {"window": 300, "align": "bottom_right"}),
+    "d128-gqa-br-lse": ((3, 12, 777, 128), (3, 4, 1234, 128), (3, 4, 1234, 128), "bfloat16",
+                        {"causal": True, "align": "bottom_right", "return_lse": True}),
+    "d128-full-odd": ((2, 16, 1500, 128), (2, 16, 1300, 128), (2, 16, 1300, 128), "bfloat16",
+                      {}),
+    "d128-dynamic": ((2, 16, 1100, 128), (2, 16, 900, 128), (2, 16, 900, 128), "bfloat16",
+                     {"causal": True, "dynamic": True, "return_lse": True}),
+    "d256-causal": ((2, 8, 600, 256), (2, 8, 600, 256), (2, 8, 600, 256), "bfloat16",
+                    {"causal": True}),
+    "d96-dv64-serial": ((2, 8, 700, 96), (2, 8, 500, 96), (2, 8, 500, 64), "bfloat16",
+                        {"causal": True, "defer_pv": 0, "pingpong": True}),
+}
+
+
+def _persistent_kw(kw, on):
+    return dict(kw, kernel="wgmma", persistent=1 if on else 0)
+
+
 def prebuild_all(cache_dir):
     os.environ["FLASH_MLIR_CACHE_DIR"] = cache_dir
     os.environ.setdefault("CUDA_HOME", "/usr/local/cuda")
     for name, (qs, ks, vs, dtype, kw) in CASES.items():
         print(name, flash_mlir.prebuild(qs, ks, vs, dtype, **kw))
+    for name, (qs, ks, vs, dtype, kw) in PERSISTENT_CASES.items():
+        for on in (False, True):
+            print("persistent-%s-%d" % (name, on),
+                  flash_mlir.prebuild(qs, ks, vs, dtype, **_persistent_kw(kw, on)))
+    print("persistent-empty", flash_mlir.prebuild(
+        (2, 4, 70, 64), (2, 2, 90, 64), (2, 2, 90, 64), "bfloat16",
+        **_persistent_kw({"return_lse": True, "dynamic": True}, True)))
     for name in BIAS_CASES:
         print(name, _bias_library(name))
     for name, (qs, ks, vs, bs, dtype, kw) in BIAS_KEYWORD_CASES.items():
@@ -569,6 +602,40 @@ def test_no_keys_gives_zero_rows_and_minus_inf_lse(kernel):
     out0, lse0 = flash_mlir.attention(q0, k1, v1, **kw)
     torch.cuda.synchronize()
     assert out0.shape == (2, 4, 0, 64) and lse0.shape == (2, 4, 0)
+
+
+@pytest.mark.parametrize("name", list(PERSISTENT_CASES))
+def test_persistent_grid_matches_one_cta_per_item(name):
+    """The same rows in the same order of tiles: bit-identical to the grid of one CTA
+    per work item, and within the SDPA-error rule of the float64 reference."""
+    torch = _cuda()
+    qs, ks, vs, dtype, kw = PERSISTENT_CASES[name]
+    q, k, v = _inputs(torch, qs, ks, vs, dtype)
+    res = {}
+    for on in (False, True):
+        out = torch.full(qs[:-1] + vs[-1:], float("nan"), dtype=q.dtype, device="cuda")
+        r = flash_mlir.attention(q, k, v, out=out, **_persistent_kw(kw, on))
+        res[on] = r if kw.get("return_lse") else (r, None)
+    torch.cuda.synchronize()
+    (o1, l1), (o0, l0) = res[True], res[False]
+    assert not torch.isnan(o1).any()
+    assert torch.equal(o1, o0), (o1.double() - o0.double()).abs().max().item()
+    err, err_sdpa, ref_lse = _errors(torch, o1, q, k, v, **kw)
+    assert err <= 2 * err_sdpa + 1e-3, (err, err_sdpa)
+    if l1 is not None:
+        assert torch.equal(l1, l0)
+        lse_err = (l1.double().cpu() - torch.from_numpy(ref_lse)).abs().max().item()
+        assert lse_err <= 1e-3, lse_err
+
+
+def test_persistent_grid_without_keys_writes_zero_rows():
+    torch = _cuda()
+    kw = _persistent_kw({"return_lse": True, "dynamic": True}, True)
+    q, k, v = _inputs(torch, (2, 4, 70, 64), (2, 2, 0, 64), (2, 2, 0, 64), "bfloat16")
+    out = torch.full((2, 4, 70, 64), float("nan"), dtype=q.dtype, device="cuda")
+    out, lse = flash_mlir.attention(q, k, v, out=out, **kw)
+    torch.cuda.synchronize()
+    assert (out == 0).all().item() and torch.isneginf(lse).all().item()
 
 
 if __name__ == "__main__":

@@ -6,6 +6,8 @@
 // RUN: (flash-opt %s -split-input-file -convert-flash-to-gpu="defer-pv=1 stages=2" 2>&1 || true) | FileCheck %s --check-prefix=STAGES
 // RUN: (flash-opt %s -split-input-file -convert-flash-to-gpu="overlap=1 stages=3 pingpong=1" 2>&1 || true) | FileCheck %s --check-prefix=STAGES
 // RUN: flash-opt %s -split-input-file --flash-gpu-pipeline="format=isa defer-pv=1 pingpong=1 stages=3" | FileCheck %s --check-prefix=PTX
+// RUN: flash-opt %s -split-input-file -convert-flash-to-gpu="persistent=1" | FileCheck %s --check-prefix=PERS
+// RUN: flash-opt %s -split-input-file --flash-gpu-pipeline="format=isa persistent=1" | FileCheck %s --check-prefix=PERS-PTX
 
 // D = 128, Dv = 64, Lq != Lk, causal: two consumer warpgroups by default.
 
@@ -71,7 +73,55 @@
 // ONE-NOT: nvvm.barrier
 // ONE: gpu.return
 
-// STAGES: convert-flash-to-gpu: need block-m = 64 * warpgroups (0: automatic), block-n a multiple of 16 in [16, 256] (0: automatic), stages >= 1 (>= 3 with overlap or defer-pv; 0: automatic), defer-pv in {-1, 0, 1}, and overlap without defer-pv or pingpong
+// STAGES: convert-flash-to-gpu: need block-m = 64 * warpgroups (0: automatic), block-n a multiple of 16 in [16, 256] (0: automatic), stages >= 1 (>= 3 with overlap or defer-pv; 0: automatic), defer-pv and persistent in {-1, 0, 1}, and overlap without defer-pv or pingpong
+
+// A persistent grid: as many CTAs as the device holds at once (its SM count,
+// one CTA per SM here), none past the work items, and the launch's work counter,
+// zeroed on the stream by the runtime; 16 more bytes of shared memory for the
+// barrier that hands Q's buffer back and the slot that publishes the item. The
+// producer starts at item blockIdx.x; for each item it waits for the consumers
+// to be done with the previous one's Q, publishes the item, stops the consumers
+// with a plain arrival past the last one, and otherwise fetches its next item
+// (gridDim.x + a fetch-and-add) before the item's loads. The consumers read the
+// item after Q's barrier, carrying its ordinal (Q's parity) and the tiles
+// streamed so far (the ring's slot and parity), and hand Q back after their
+// tile loop, before the epilogue.
+// PERS-LABEL: func.func @causal
+// PERS: %[[BLOCKS:.+]] = arith.ceildivsi %{{.+}}, %c128
+// PERS-NEXT: %[[ITEMS:.+]] = arith.muli %[[BLOCKS]], %{{.+}} : index
+// PERS: func.call @flashRuntimeMultiprocessorCount()
+// PERS: %[[COUNTER:.+]] = func.call @flashRuntimeWorkCounter(%arg4)
+// PERS: %[[GRID:.+]] = arith.minsi %[[ITEMS]], %{{.+}} : index
+// PERS: gpu.launch_func {{.*}} blocks in (%[[GRID]], %{{.+}}, %{{.+}}) threads in (%c384,
+// PERS-SAME: dynamic_shared_memory_size %c181320_i32
+// PERS-SAME: %[[COUNTER]] : !llvm.ptr)
+// PERS-LABEL: gpu.func @kernel
+// PERS-COUNT-7: nvvm.mbarrier.init %{{.+}}, %c{{.+}}
+// PERS: nvvm.mbarrier.init %{{.+}}, %c8_i32
+// PERS: %[[BX:.+]] = gpu.block_id x
+// PERS: scf.while (%[[W:.+]] = %[[BX]], %[[ITER:.+]] = %c0{{.*}}, %{{.+}} = %c0{{.*}}) : (index, index, index) -> (index, index, index)
+// PERS: arith.cmpi ugt, %[[ITER]]
+// PERS: scf.if
+// PERS: nvvm.mbarrier.try_wait.parity
+// PERS: llvm.store %{{.+}}, %[[SLOT:.+]] : i32, !llvm.ptr<3>
+// PERS: %[[VALID:.+]] = arith.cmpi ult, %[[W]], %{{.+}}
+// PERS: scf.if %[[VALID]]
+// PERS: } else {
+// PERS: nvvm.mbarrier.arrive %
+// PERS: scf.condition(%[[VALID]])
+// PERS: llvm.atomicrmw add %{{.+}}, %c1_i32 monotonic : !llvm.ptr, i32
+// PERS: gpu.grid_dim x
+// PERS: nvvm.mbarrier.arrive.expect_tx
+// PERS: scf.yield
+// PERS: scf.while (%[[CITER:.+]] = %c0{{.*}}, %{{.+}} = %c0{{.*}}) : (index, index) -> (index, index, index)
+// PERS: nvvm.mbarrier.try_wait.parity
+// PERS: llvm.load %[[SLOT]] : !llvm.ptr<3> -> i32
+// PERS: scf.condition
+// PERS: nvvm.wgmma.mma_async
+// PERS: nvvm.mbarrier.arrive
+// PERS: llvm.store
+// PERS: scf.yield
+// PERS-PTX-LABEL: gpu.binary @flash_attention_0
 
 // PTX-LABEL: gpu.binary @flash_attention_0
 // PTX-DAG: bar.arrive

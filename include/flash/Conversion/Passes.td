@@ -55,7 +55,7 @@ def ConvertFlashToGPUPass : Pass<"convert-flash-to-gpu", "::mlir::ModuleOp"> {
     `flash-gpu-pipeline`, are declared once in
     `include/flash/Conversion/GPUKernelOptions.def` (`--help` lists them):
     chip, kernel, block-m, block-n, warpgroups, stages, split-pv, overlap,
-    defer-pv, pingpong, producer-regs, consumer-regs, ctas-per-sm.
+    defer-pv, pingpong, persistent, producer-regs, consumer-regs, ctas-per-sm.
 
     After: `nvgpu.tma.create.descriptor` for Q, K, V and
     `gpu.launch_func async [%stream] @flash_attention_0::@kernel` in

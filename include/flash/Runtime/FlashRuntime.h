@@ -57,6 +57,11 @@ int64_t flashRuntimeGetCounter(const char *name);
  * decode kernels' host code sizes its grid by it. */
 int32_t flashRuntimeMultiprocessorCount(void);
 
+/* A device i32 for this (context, stream), zeroed on `stream` (an async memset): the work
+ * counter a persistent kernel launched next on that stream hands out its work items from.
+ * NULL on failure (the error is recorded, and the launch that follows is skipped). */
+void *flashRuntimeWorkCounter(void *stream);
+
 #ifdef __cplusplus
 }
 #endif

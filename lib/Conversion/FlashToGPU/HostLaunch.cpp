@@ -9,6 +9,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -197,3 +198,36 @@ void gpu_lowering::launchOnStream(ImplicitLocOpBuilder &b,
       ValueRange{token});
 }
 
+// The runtime entry point that reports the current device's SM count (0
+// when there is no device).
+static constexpr StringLiteral kSMCountFn = "flashRuntimeMultiprocessorCount";
+
+Value gpu_lowering::multiprocessorCount(ImplicitLocOpBuilder &b, Operation *anchor) {
+  auto module = anchor->getParentOfType<ModuleOp>();
+  Type i32 = b.getI32Type();
+  if (!module.lookupSymbol(kSMCountFn)) {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(module.getBody());
+    auto decl = func::FuncOp::create(b, kSMCountFn,
+                                     b.getFunctionType({}, {i32}));
+    decl.setPrivate();
+  }
+  Value n = func::CallOp::create(b, kSMCountFn, TypeRange{i32}, ValueRange{})
+                .getResult(0);
+  Value idx = arith::IndexCastOp::create(b, b.getIndexType(), n);
+  return arith::MaxSIOp::create(b, idx, constIdx(b, 1));
+}
+
+Value gpu_lowering::workCounter(ImplicitLocOpBuilder &b, Operation *anchor,
+                                Value stream) {
+  constexpr StringLiteral fn = "flashRuntimeWorkCounter";
+  auto module = anchor->getParentOfType<ModuleOp>();
+  Type ptr = LLVM::LLVMPointerType::get(b.getContext());
+  if (!module.lookupSymbol(fn)) {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(module.getBody());
+    func::FuncOp::create(b, fn, b.getFunctionType({ptr}, {ptr})).setPrivate();
+  }
+  return func::CallOp::create(b, fn, TypeRange{ptr}, ValueRange{stream})
+      .getResult(0);
+}

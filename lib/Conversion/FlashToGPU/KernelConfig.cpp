@@ -84,12 +84,13 @@ LogicalResult gpu_lowering::verifyKernelOptions(const GPUKernelOptions &o,
       (o.blockN != 0 && (o.blockN < 16 || o.blockN > 256 ||
                          o.blockN % 16 != 0)) ||
       o.stages < 0 ||
-      o.deferPV < -1 || o.deferPV > 1 ||
+      o.deferPV < -1 || o.deferPV > 1 || o.persistent < -1 ||
+      o.persistent > 1 ||
       ((o.overlap || o.deferPV == 1) && o.stages > 0 && o.stages < 3) ||
       (o.overlap && (o.deferPV == 1 || o.pingpong))) {
     os << "need block-m = 64 * warpgroups (0: automatic), block-n a multiple "
           "of 16 in [16, 256] (0: automatic), stages >= 1 (>= 3 with overlap or defer-pv; 0: "
-          "automatic), defer-pv in {-1, 0, 1}, and overlap without defer-pv "
+          "automatic), defer-pv and persistent in {-1, 0, 1}, and overlap without defer-pv "
           "or pingpong";
     return failure();
   }
@@ -103,7 +104,7 @@ SmemLayout::SmemLayout(const KernelConfig &cfg, const KernelSpec &spec) {
   vBytes = cfg.blockN * spec.panelDv() * elt;
   stageBytes = kBytes + vBytes;
   barOff = qBytes + cfg.stages * stageBytes;
-  total = 1024 + barOff + 8 * (1 + 2 * cfg.stages);
+  total = 1024 + barOff + 8 * (1 + 2 * cfg.stages + (cfg.persistent ? 2 : 0));
 }
 
 int64_t gpu_lowering::pagedBoxRows(const KernelConfig &cfg,
@@ -133,6 +134,10 @@ KernelConfig gpu_lowering::resolveWgmmaConfig(const GPUKernelOptions &o,
   cfg.pingpong = o.pingpong;
   cfg.producerRegs = o.producerRegs;
   cfg.consumerRegs = o.consumerRegs;
+  // The decode form, packed varlen batches and paged caches have grids of
+  // their own (splits, sequences); the persistent walk is the prefill's.
+  bool prefill = !spec.splitKV && !spec.varlen && spec.pageSize == 0;
+  cfg.persistent = prefill && o.persistent == 1;
   bool small = d <= 64 && dv <= 64;
   // A decode whose rows fit one warpgroup does not compute a second one's
   // (up to Dv = 128: one warpgroup's O at 256 columns needs more registers

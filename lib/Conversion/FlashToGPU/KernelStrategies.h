@@ -57,6 +57,8 @@ struct KernelConfig {
   int64_t blockM = 0, blockN = 0, consumerWarpgroups = 0, stages = 0;
   bool splitPV = false, overlap = false, pingpong = false;
   bool deferPV = false;
+  // A grid of resident CTAs that each walk work items (WgmmaKernel.cpp).
+  bool persistent = false;
   int64_t producerRegs = 0, consumerRegs = 0, ctasPerSM = 0;
   int64_t threads() const { return 128 * (1 + consumerWarpgroups); }
 };
@@ -110,7 +112,10 @@ int64_t pagedBoxRows(const KernelConfig &cfg, const KernelSpec &spec);
 /// spans 128 B.
 struct SmemLayout {
   int64_t qBytes, kBytes, vBytes, stageBytes;
-  int64_t barOff; // mbarriers: qFull, kvFull[stages], kvEmpty[stages]
+  // mbarriers: qFull, kvFull[stages], kvEmpty[stages], and with a
+  // persistent grid qEmpty (the consumers are done with Q) and the slot
+  // that publishes the work item.
+  int64_t barOff;
   int64_t total;  // bytes to request, with 1 KiB slack to align the base
   SmemLayout(const KernelConfig &cfg, const KernelSpec &spec);
   int64_t kOff(int64_t s) const { return qBytes + s * stageBytes; }
@@ -120,6 +125,8 @@ struct SmemLayout {
   int64_t kvEmptyOff(int64_t s, int64_t stages) const {
     return barOff + 8 + 8 * stages + 8 * s;
   }
+  int64_t qEmptyOff(int64_t stages) const { return barOff + 8 + 16 * stages; }
+  int64_t workSlotOff(int64_t stages) const { return qEmptyOff(stages) + 8; }
 };
 
 /// Checks the options that do not depend on an op (kernel name, chip, the
@@ -162,6 +169,12 @@ void launchOnStream(ImplicitLocOpBuilder &b, gpu::GPUFuncOp kernel,
                     Value gridX, Value gridY, int64_t threads,
                     int64_t dynamicSmemBytes, ArrayRef<Value> args,
                     Value stream);
+/// The current device's SM count at run time (at least 1), from the runtime
+/// entry point the host module declares on first use (`anchor` is in it).
+Value multiprocessorCount(ImplicitLocOpBuilder &b, Operation *anchor);
+/// A zeroed work counter for a persistent kernel launched next on `stream`
+/// (an !llvm.ptr), from the runtime (flashRuntimeWorkCounter).
+Value workCounter(ImplicitLocOpBuilder &b, Operation *anchor, Value stream);
 /// The op's results (output, then lse) become tensor views of the buffers
 /// it wrote.
 void replaceWithDestinations(RewriterBase &rewriter, Operation *op,

@@ -22,9 +22,6 @@ using namespace mlir::flash;
 using namespace mlir::flash::gpu_lowering;
 
 namespace {
-// The runtime entry point that reports the current device's SM count (0
-// when there is no device).
-constexpr StringLiteral kSMCountFn = "flashRuntimeMultiprocessorCount";
 // kernel=auto prefers the split kernel up to 128 packed rows from several
 // query heads (the prefill kernels would read each K/V tile once per head),
 // and for one head per K/V head up to 16 rows, or up to 64 when the prefill
@@ -40,23 +37,6 @@ constexpr int64_t kMaxSplits = 128;
 // From this many splits on, each row of the combine gets a whole CTA.
 constexpr int64_t kCombineSplitsPerWarp = 16;
 } // namespace
-
-/// The runtime's SM count, declared in the host module on first use.
-static Value multiprocessorCount(ImplicitLocOpBuilder &b, Operation *anchor) {
-  auto module = anchor->getParentOfType<ModuleOp>();
-  Type i32 = b.getI32Type();
-  if (!module.lookupSymbol(kSMCountFn)) {
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPointToStart(module.getBody());
-    auto decl = func::FuncOp::create(b, kSMCountFn,
-                                     b.getFunctionType({}, {i32}));
-    decl.setPrivate();
-  }
-  Value n = func::CallOp::create(b, kSMCountFn, TypeRange{i32}, ValueRange{})
-                .getResult(0);
-  Value idx = arith::IndexCastOp::create(b, b.getIndexType(), n);
-  return arith::MaxSIOp::create(b, idx, constIdx(b, 1));
-}
 
 /// The split count: with `ctas` CTAs per split on `slots` resident CTAs,
 /// the fewest splits whose last wave is at least 85 % as full as the best

@@ -54,6 +54,13 @@ struct KernelEnv {
   // this CTA's sequence and K/V head.
   Value table, seqLens, numPages, kvBatch, kvHead;
   Value tiles; // 1024-aligned shared-memory base (!llvm.ptr<3>)
+  // A persistent grid: the work item's ordinal among this CTA's (Q's
+  // barrier parity), and the tiles its earlier items streamed, where this
+  // item's tiles continue the ring's slot and parity sequence. Zero else.
+  Value workIter, tileBase;
+  // And the item's index in shared memory (!llvm.ptr<3>), the producer's to
+  // write, and the launch's work counter (global i32).
+  Value workSlot, workCounter;
   SmallVector<Value> batchIdx; // bh delinearised over the query batch dims
 };
 } // namespace
@@ -93,6 +100,22 @@ static Value pagedToken(ImplicitLocOpBuilder &b, KernelEnv &env, Value j) {
                 arith::RemUIOp::create(b, j, constIdx(b, P)));
 }
 
+/// A persistent grid's producer, before it publishes item env.workIter:
+/// Q's single buffer (and the item slot) are free once every consumer warp
+/// is done with the previous item's QKᵀ.
+static void waitQBufferFree(ImplicitLocOpBuilder &b, KernelEnv &env) {
+  Value later = arith::CmpIOp::create(b, arith::CmpIPredicate::ugt,
+                                      env.workIter, constIdx(b, 0));
+  auto ifLater = scf::IfOp::create(b, later, /*withElse=*/false);
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointToStart(ifLater.thenBlock());
+  Value parity = arith::RemUIOp::create(
+      b, arith::AddIOp::create(b, env.workIter, constIdx(b, 1)),
+      constIdx(b, 2));
+  mbarWait(b, smemOffset(b, env.tiles, env.layout.qEmptyOff(env.cfg.stages)),
+           toI32(b, parity));
+}
+
 static void buildProducer(ImplicitLocOpBuilder &b, KernelEnv &env) {
   const KernelConfig &cfg = env.cfg;
   const KernelSpec &spec = env.spec;
@@ -122,7 +145,7 @@ static void buildProducer(ImplicitLocOpBuilder &b, KernelEnv &env) {
   OpBuilder::InsertionGuard g(b);
   b.setInsertionPointToStart(loop.getBody());
   Value t = loop.getInductionVar();
-  Value i = arith::SubIOp::create(b, t, env.tBegin);
+  Value i = idxAdd(b, arith::SubIOp::create(b, t, env.tBegin), env.tileBase);
   Value s = arith::RemUIOp::create(b, i, constIdx(b, S));
   Value n = arith::DivUIOp::create(b, i, constIdx(b, S));
   Value row = idxMul(b, t, cfg.blockN);
@@ -203,9 +226,12 @@ struct TileLoopState {
 class WgmmaConsumer {
 public:
   WgmmaConsumer(ImplicitLocOpBuilder &b, KernelEnv &env, Value wg);
+  /// One work item: its tile loop and epilogue, from the values env binds.
   void build();
 
 private:
+  void beginWork();
+  void releaseQ();
   std::pair<Value, Value> slotOf(Value t);
   Value waitFull(Value t);
   void zeroValueTail(Value t, Value s);
@@ -246,7 +272,7 @@ private:
   int64_t S, BM, BN, D, Dv, chunks, chunkN;
   Type elem, f32;
   LLVM::LLVMStructType oType, sType;
-  Value c, lane, quadLane, rows[2], laneCol;
+  Value c, lane, quadLane, rowInBlock, rows[2], laneCol;
   Value maskRows[2]; // the query index of each row, as masks read it
   Value qDesc0, kDesc0, vDesc0;
   Value negInf, fzero, one;
@@ -273,19 +299,11 @@ WgmmaConsumer::WgmmaConsumer(ImplicitLocOpBuilder &b, KernelEnv &env, Value wg)
   lane = arith::RemUIOp::create(b, env.tid, constIdx(b, 32));
   quadLane = arith::RemUIOp::create(b, lane, constIdx(b, 4));
 
-  // This thread's two rows (global query index) and its column offset.
-  Value row0 = idxAdd(b, env.q0, idxMul(b, c, 64));
-  row0 = idxAdd(b, row0, idxMul(b, warp, 16));
-  row0 = idxAdd(b, row0, arith::DivUIOp::create(b, lane, constIdx(b, 4)));
-  rows[0] = row0;
-  rows[1] = idxAdd(b, row0, constIdx(b, 8));
+  // This thread's first row within the block, and its column offset.
+  rowInBlock = idxAdd(b, idxMul(b, c, 64), idxMul(b, warp, 16));
+  rowInBlock =
+      idxAdd(b, rowInBlock, arith::DivUIOp::create(b, lane, constIdx(b, 4)));
   laneCol = idxMul(b, quadLane, 2);
-  for (int h = 0; h < 2; ++h)
-    maskRows[h] = spec.packedGroup > 1
-                      ? arith::RemUIOp::create(b, rows[h], env.qLen).getResult()
-                      : rows[h];
-
-  mbarWait(b, smemOffset(b, env.tiles, L.qFullOff()), constI32(b, 0));
 
   // Descriptors: K-major tiles advance 32 B (+2) per k16 inside a 64-column
   // panel; panels are rows·128 B apart. V (MN-major) advances 16 rows
@@ -304,19 +322,6 @@ WgmmaConsumer::WgmmaConsumer(ImplicitLocOpBuilder &b, KernelEnv &env, Value wg)
   f32 = b.getF32Type();
   negInf = constF32(b, -std::numeric_limits<double>::infinity());
   fzero = constF32(b, 0.0);
-
-  // Tiles that need no per-element mask (inside Lk and entirely on the
-  // allowed side of the causal/window bounds for this warpgroup's 64 rows)
-  // take a softmax without index arithmetic.
-  // With packed heads a warpgroup's rows may be any query of each head.
-  if (spec.packedGroup > 1) {
-    wgRowLo = constIdx(b, 0);
-    wgRowHi = arith::SubIOp::create(b, env.qLen, constIdx(b, 1));
-  } else {
-    wgRowLo = idxAdd(b, env.q0, idxMul(b, c, 64));
-    wgRowHi = idxAdd(b, wgRowLo, constIdx(b, 63));
-  }
-  diagOff = maskDiagonalOffset(b, spec.mask, env.qLen, env.lk);
 
   // Ping-pong between consumer warpgroups: warpgroup c issues its GEMMs only
   // after warpgroup c-1 issued its own (named barrier 1+c, counted over the
@@ -348,6 +353,43 @@ WgmmaConsumer::WgmmaConsumer(ImplicitLocOpBuilder &b, KernelEnv &env, Value wg)
   one = constIdx(b, 1);
 }
 
+/// The work item's rows, the bounds its mask-free tiles are judged by, and
+/// (with a grid of one CTA per item) the wait for its Q.
+void WgmmaConsumer::beginWork() {
+  rows[0] = idxAdd(b, env.q0, rowInBlock);
+  rows[1] = idxAdd(b, rows[0], constIdx(b, 8));
+  for (int h = 0; h < 2; ++h)
+    maskRows[h] = spec.packedGroup > 1
+                      ? arith::RemUIOp::create(b, rows[h], env.qLen).getResult()
+                      : rows[h];
+  // Tiles that need no per-element mask (inside Lk and entirely on the
+  // allowed side of the causal/window bounds for this warpgroup's 64 rows)
+  // take a softmax without index arithmetic.
+  // With packed heads a warpgroup's rows may be any query of each head.
+  if (spec.packedGroup > 1) {
+    wgRowLo = constIdx(b, 0);
+    wgRowHi = arith::SubIOp::create(b, env.qLen, constIdx(b, 1));
+  } else {
+    wgRowLo = idxAdd(b, env.q0, idxMul(b, c, 64));
+    wgRowHi = idxAdd(b, wgRowLo, constIdx(b, 63));
+  }
+  diagOff = maskDiagonalOffset(b, spec.mask, env.qLen, env.lk);
+  // A persistent grid's consumers waited for Q before they read the item.
+  if (!cfg.persistent)
+    mbarWait(b, smemOffset(b, env.tiles, L.qFullOff()), constI32(b, 0));
+}
+
+/// With a persistent grid: one arrival per consumer warp hands Q's buffer
+/// to the producer for the next work item (every QKᵀ of this one is done).
+void WgmmaConsumer::releaseQ() {
+  Value lane0 =
+      arith::CmpIOp::create(b, arith::CmpIPredicate::eq, lane, constIdx(b, 0));
+  auto ifLane0 = scf::IfOp::create(b, lane0, /*withElse=*/false);
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointToStart(ifLane0.thenBlock());
+  mbarArrive(b, smemOffset(b, env.tiles, L.qEmptyOff(S)));
+}
+
 Value WgmmaConsumer::descAt(Value d, int64_t units) {
   if (units == 0)
     return d;
@@ -356,7 +398,7 @@ Value WgmmaConsumer::descAt(Value d, int64_t units) {
 
 /// Slot of tile t and the parity of its fill.
 std::pair<Value, Value> WgmmaConsumer::slotOf(Value t) {
-  Value i = arith::SubIOp::create(b, t, env.tBegin);
+  Value i = idxAdd(b, arith::SubIOp::create(b, t, env.tBegin), env.tileBase);
   Value s = arith::RemUIOp::create(b, i, constIdx(b, S));
   Value n = arith::DivUIOp::create(b, i, constIdx(b, S));
   return std::make_pair(s,
@@ -783,100 +825,27 @@ void WgmmaConsumer::storeRows(const TileLoopState &fin, const RowResult row[2],
 }
 
 void WgmmaConsumer::build() {
+  beginWork();
   TileLoopState fin = cfg.deferPV  ? runDeferredPV()
                       : cfg.overlap ? runOverlapped()
                                     : runSerial();
+  if (cfg.persistent)
+    releaseQ();
   storeEpilogue(fin);
 }
 
-gpu::GPUFuncOp gpu_lowering::buildWgmmaKernel(OpBuilder &ob, Location loc,
-                                              gpu::GPUModuleOp module,
-                                              const KernelConfig &cfg,
-                                              const KernelSpec &spec) {
-  MLIRContext *ctx = ob.getContext();
-  ImplicitLocOpBuilder b(loc, ob);
-  b.setInsertionPointToEnd(module.getBody());
-
-  declareSwizzledSmem(b);
-
-  auto ptrTy = LLVM::LLVMPointerType::get(ctx);
-  Type idx = b.getIndexType();
-  SmallVector<Type> argTypes(4, ptrTy);
-  if (spec.hasLse)
-    argTypes.push_back(ptrTy);
-  argTypes.append(3 + spec.numBatchDims, idx);
-  for (MemRefType t : spec.captureTypes)
-    argTypes.push_back(t);
-  if (spec.pageSize > 0)
-    argTypes.append(
-        {MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic},
-                         b.getI32Type()),
-         MemRefType::get({ShapedType::kDynamic}, b.getI32Type()), idx});
-  if (spec.varlen)
-    argTypes.append(2, MemRefType::get({ShapedType::kDynamic}, b.getI32Type()));
-  if (spec.splitKV)
-    argTypes.append({ptrTy, ptrTy, idx, idx});
-  auto fn = gpu::GPUFuncOp::create(b, "kernel",
-                                   FunctionType::get(ctx, argTypes, {}));
-  fn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
-  int32_t threads = static_cast<int32_t>(cfg.threads());
-  // A register cap at entry (launch bounds with one CTA per SM) is what
-  // lets setmaxnreg move registers from the producer to the consumers.
-  fn->setAttr("nvvm.maxntid", b.getDenseI32ArrayAttr({threads, 1, 1}));
-  fn->setAttr("nvvm.minctasm",
-             b.getI32IntegerAttr(static_cast<int32_t>(cfg.ctasPerSM)));
-
-  Block &entry = fn.getBody().front();
-  b.setInsertionPointToStart(&entry);
-  KernelEnv env{cfg, spec, SmemLayout(cfg, spec)};
-  unsigned a = 0;
-  env.tmaQ = entry.getArgument(a++);
-  env.tmaK = entry.getArgument(a++);
-  env.tmaV = entry.getArgument(a++);
-  env.outPtr = entry.getArgument(a++);
-  if (spec.hasLse)
-    env.lsePtr = entry.getArgument(a++);
-  env.lq = entry.getArgument(a++);
-  env.lk = entry.getArgument(a++);
-  env.hkv = entry.getArgument(a++);
-  for (int64_t d = 0; d < spec.numBatchDims; ++d)
-    env.batchSizes.push_back(entry.getArgument(a++));
-  for (size_t k = 0; k < spec.captureTypes.size(); ++k)
-    env.captures.push_back(entry.getArgument(a++));
-  if (spec.pageSize > 0) {
-    env.table = entry.getArgument(a++);
-    env.seqLens = entry.getArgument(a++);
-    env.numPages = entry.getArgument(a++);
-  }
-  Value cuq, cuk;
-  if (spec.varlen) {
-    cuq = entry.getArgument(a++);
-    cuk = entry.getArgument(a++);
-  }
-  Value tilesPerSplit;
-  if (spec.splitKV) {
-    env.oPartPtr = entry.getArgument(a++);
-    env.lsePartPtr = entry.getArgument(a++);
-    env.splits = entry.getArgument(a++);
-    tilesPerSplit = entry.getArgument(a++);
-  }
-
-  env.tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
-  Value qBlock = gpu::BlockIdOp::create(b, gpu::Dimension::x);
-  Value nq = gpu::GridDimOp::create(b, gpu::Dimension::x);
-  if (spec.splitKV) {
-    // grid.x = query blocks × splits, the split outermost.
-    nq = arith::CeilDivSIOp::create(b, env.lq, constIdx(b, cfg.blockM));
-    env.split = arith::DivUIOp::create(b, qBlock, nq);
-    qBlock = arith::RemUIOp::create(b, qBlock, nq);
-  }
+/// Binds env's values of the work item `qBlock` (of `nq` query blocks, in
+/// grid order) of batch·head env.bh: its rows, heads and visible tiles.
+static void bindWorkItem(ImplicitLocOpBuilder &b, KernelEnv &env, Value qBlock,
+                         Value nq, Value cuq, Value cuk, Value tilesPerSplit) {
+  const KernelConfig &cfg = env.cfg;
+  const KernelSpec &spec = env.spec;
   if (spec.hasMask()) {
     // Causal/window blocks late in the sequence carry the most tiles:
     // schedule them first so the tail of the grid is short ones.
     qBlock = arith::SubIOp::create(
         b, arith::SubIOp::create(b, nq, constIdx(b, 1)), qBlock);
   }
-  env.bh = batchHeadBlock(b, product(b, env.batchSizes));
   if (spec.varlen) {
     // The block's sequence: its lengths replace the token counts, its
     // first tokens offset every row.
@@ -932,8 +901,129 @@ gpu::GPUFuncOp gpu_lowering::buildWgmmaKernel(OpBuilder &ob, Location loc,
     env.tEnd = arith::MaxSIOp::create(
         b, arith::MinSIOp::create(b, env.tEnd, hi), env.tBegin);
   }
+}
 
+gpu::GPUFuncOp gpu_lowering::buildWgmmaKernel(OpBuilder &ob, Location loc,
+                                              gpu::GPUModuleOp module,
+                                              const KernelConfig &cfg,
+                                              const KernelSpec &spec) {
+  MLIRContext *ctx = ob.getContext();
+  ImplicitLocOpBuilder b(loc, ob);
+  b.setInsertionPointToEnd(module.getBody());
+
+  declareSwizzledSmem(b);
+
+  auto ptrTy = LLVM::LLVMPointerType::get(ctx);
+  Type idx = b.getIndexType();
+  SmallVector<Type> argTypes(4, ptrTy);
+  if (spec.hasLse)
+    argTypes.push_back(ptrTy);
+  argTypes.append(3 + spec.numBatchDims, idx);
+  for (MemRefType t : spec.captureTypes)
+    argTypes.push_back(t);
+  if (spec.pageSize > 0)
+    argTypes.append(
+        {MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic},
+                         b.getI32Type()),
+         MemRefType::get({ShapedType::kDynamic}, b.getI32Type()), idx});
+  if (spec.varlen)
+    argTypes.append(2, MemRefType::get({ShapedType::kDynamic}, b.getI32Type()));
+  if (spec.splitKV)
+    argTypes.append({ptrTy, ptrTy, idx, idx});
+  if (cfg.persistent)
+    argTypes.push_back(ptrTy);
+  auto fn = gpu::GPUFuncOp::create(b, "kernel",
+                                   FunctionType::get(ctx, argTypes, {}));
+  fn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
+  int32_t threads = static_cast<int32_t>(cfg.threads());
+  // A register cap at entry (launch bounds with one CTA per SM) is what
+  // lets setmaxnreg move registers from the producer to the consumers.
+  fn->setAttr("nvvm.maxntid", b.getDenseI32ArrayAttr({threads, 1, 1}));
+  fn->setAttr("nvvm.minctasm",
+             b.getI32IntegerAttr(static_cast<int32_t>(cfg.ctasPerSM)));
+
+  Block &entry = fn.getBody().front();
+  b.setInsertionPointToStart(&entry);
+  KernelEnv env{cfg, spec, SmemLayout(cfg, spec)};
+  unsigned a = 0;
+  env.tmaQ = entry.getArgument(a++);
+  env.tmaK = entry.getArgument(a++);
+  env.tmaV = entry.getArgument(a++);
+  env.outPtr = entry.getArgument(a++);
+  if (spec.hasLse)
+    env.lsePtr = entry.getArgument(a++);
+  env.lq = entry.getArgument(a++);
+  env.lk = entry.getArgument(a++);
+  env.hkv = entry.getArgument(a++);
+  for (int64_t d = 0; d < spec.numBatchDims; ++d)
+    env.batchSizes.push_back(entry.getArgument(a++));
+  for (size_t k = 0; k < spec.captureTypes.size(); ++k)
+    env.captures.push_back(entry.getArgument(a++));
+  if (spec.pageSize > 0) {
+    env.table = entry.getArgument(a++);
+    env.seqLens = entry.getArgument(a++);
+    env.numPages = entry.getArgument(a++);
+  }
+  Value cuq, cuk;
+  if (spec.varlen) {
+    cuq = entry.getArgument(a++);
+    cuk = entry.getArgument(a++);
+  }
+  Value tilesPerSplit;
+  if (spec.splitKV) {
+    env.oPartPtr = entry.getArgument(a++);
+    env.lsePartPtr = entry.getArgument(a++);
+    env.splits = entry.getArgument(a++);
+    tilesPerSplit = entry.getArgument(a++);
+  }
+  if (cfg.persistent)
+    env.workCounter = entry.getArgument(a++);
+
+  env.tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
   env.tiles = swizzledSmemBase(b);
+  env.workIter = env.tileBase = constIdx(b, 0);
+  if (cfg.persistent)
+    env.workSlot = smemOffset(b, env.tiles, env.layout.workSlotOff(cfg.stages));
+  Value nq = arith::CeilDivSIOp::create(b, env.lq, constIdx(b, cfg.blockM));
+  Value bhCount = product(b, env.batchSizes);
+  // The work item (query block, batch·head) a grid of one CTA per item
+  // gives this CTA; with a persistent grid each role walks its items.
+  if (!cfg.persistent) {
+    Value qBlock = gpu::BlockIdOp::create(b, gpu::Dimension::x);
+    if (spec.splitKV) {
+      // grid.x = query blocks × splits, the split outermost.
+      env.split = arith::DivUIOp::create(b, qBlock, nq);
+      qBlock = arith::RemUIOp::create(b, qBlock, nq);
+    }
+    env.bh = batchHeadBlock(b, bhCount);
+    // Without a split the grid's x extent is the block count (a varlen
+    // batch's, too).
+    Value blocks =
+        spec.splitKV ? nq : gpu::GridDimOp::create(b, gpu::Dimension::x);
+    bindWorkItem(b, env, qBlock, blocks, cuq, cuk, tilesPerSplit);
+  }
+  // A persistent grid hands out work items dynamically, in the order a grid
+  // of one CTA per item would run them: the CTA's first item is blockIdx.x,
+  // each next one gridDim.x plus a fetch-and-add on the launch's counter
+  // (zeroed by the host), so no CTA idles while another has a queue of
+  // heavy causal blocks. Item w is query block w mod nq (heaviest first
+  // under a mask) of batch·head w / nq: CTAs resident at once share the
+  // K/V of a few heads in L2. The producer publishes each item in shared
+  // memory before it arms Q's barrier; an item past the end, published
+  // with a plain arrival, stops the consumers.
+  Value items = arith::MulIOp::create(b, nq, bhCount);
+  auto bindItem = [&](Value w, Value iter, Value base) {
+    env.workIter = iter;
+    env.tileBase = base;
+    env.bh = arith::DivUIOp::create(b, w, nq);
+    bindWorkItem(b, env, arith::RemUIOp::create(b, w, nq), nq, cuq, cuk,
+                 tilesPerSplit);
+  };
+  auto nextBase = [&] {
+    return idxAdd(b, env.tileBase,
+                  arith::SubIOp::create(b, env.tEnd, env.tBegin));
+  };
+  Type i32 = b.getI32Type();
 
   const SmemLayout &L = env.layout;
   Value isT0 = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, env.tid,
@@ -948,6 +1038,9 @@ gpu::GPUFuncOp gpu_lowering::buildWgmmaKernel(OpBuilder &ob, Location loc,
       mbarInit(b, smemOffset(b, env.tiles, L.kvEmptyOff(s, cfg.stages)),
                4 * cfg.consumerWarpgroups);
     }
+    if (cfg.persistent)
+      mbarInit(b, smemOffset(b, env.tiles, L.qEmptyOff(cfg.stages)),
+               4 * cfg.consumerWarpgroups);
   }
   gpu::BarrierOp::create(b);
 
@@ -963,7 +1056,49 @@ gpu::GPUFuncOp gpu_lowering::buildWgmmaKernel(OpBuilder &ob, Location loc,
                                      NVVM::SetMaxRegisterAction::decrease);
     auto ifT0 = scf::IfOp::create(b, isT0, /*withElse=*/false);
     b.setInsertionPointToStart(ifT0.thenBlock());
-    buildProducer(b, env);
+    if (!cfg.persistent) {
+      buildProducer(b, env);
+    } else {
+      Value zero = constIdx(b, 0);
+      Type idx = b.getIndexType();
+      Value bx = gpu::BlockIdOp::create(b, gpu::Dimension::x);
+      auto loop = scf::WhileOp::create(b, TypeRange{idx, idx, idx},
+                                       ValueRange{bx, zero, zero});
+      Block *before = b.createBlock(&loop.getBefore(), {}, {idx, idx, idx},
+                                    {b.getLoc(), b.getLoc(), b.getLoc()});
+      {
+        Value w = before->getArgument(0);
+        env.workIter = before->getArgument(1);
+        waitQBufferFree(b, env);
+        LLVM::StoreOp::create(b, arith::IndexCastOp::create(b, i32, w),
+                              env.workSlot);
+        Value valid =
+            arith::CmpIOp::create(b, arith::CmpIPredicate::ult, w, items);
+        auto ifEnd = scf::IfOp::create(b, valid, /*withElse=*/true);
+        {
+          OpBuilder::InsertionGuard g2(b);
+          b.setInsertionPointToStart(ifEnd.elseBlock());
+          mbarArrive(b, smemOffset(b, env.tiles, L.qFullOff()));
+        }
+        scf::ConditionOp::create(b, valid, before->getArguments());
+      }
+      Block *after = b.createBlock(&loop.getAfter(), {}, {idx, idx, idx},
+                                   {b.getLoc(), b.getLoc(), b.getLoc()});
+      {
+        bindItem(after->getArgument(0), after->getArgument(1),
+                 after->getArgument(2));
+        // Fetched first, so that its latency hides under this item's loads.
+        Value ticket = LLVM::AtomicRMWOp::create(
+            b, LLVM::AtomicBinOp::add, env.workCounter, constI32(b, 1),
+            LLVM::AtomicOrdering::monotonic);
+        Value next = idxAdd(b, gpu::GridDimOp::create(b, gpu::Dimension::x),
+                            arith::IndexCastOp::create(b, idx, ticket));
+        buildProducer(b, env);
+        scf::YieldOp::create(
+            b, ValueRange{next, idxAdd(b, env.workIter, constIdx(b, 1)),
+                          nextBase()});
+      }
+    }
   }
   {
     OpBuilder::InsertionGuard g(b);
@@ -971,7 +1106,37 @@ gpu::GPUFuncOp gpu_lowering::buildWgmmaKernel(OpBuilder &ob, Location loc,
     if (cfg.consumerRegs > 0)
       NVVM::SetMaxRegisterOp::create(b, cfg.consumerRegs,
                                      NVVM::SetMaxRegisterAction::increase);
-    WgmmaConsumer(b, env, wg).build();
+    WgmmaConsumer consumer(b, env, wg);
+    if (!cfg.persistent) {
+      consumer.build();
+    } else {
+      Value zero = constIdx(b, 0);
+      Type idx = b.getIndexType();
+      auto loop = scf::WhileOp::create(b, TypeRange{idx, idx, idx},
+                                       ValueRange{zero, zero});
+      Block *before = b.createBlock(&loop.getBefore(), {}, {idx, idx},
+                                    {b.getLoc(), b.getLoc()});
+      {
+        Value iter = before->getArgument(0);
+        mbarWait(b, smemOffset(b, env.tiles, L.qFullOff()),
+                 toI32(b, arith::RemUIOp::create(b, iter, constIdx(b, 2))));
+        Value w = arith::IndexCastOp::create(
+            b, idx, LLVM::LoadOp::create(b, i32, env.workSlot));
+        Value valid =
+            arith::CmpIOp::create(b, arith::CmpIPredicate::ult, w, items);
+        scf::ConditionOp::create(
+            b, valid, ValueRange{w, iter, before->getArgument(1)});
+      }
+      Block *after = b.createBlock(&loop.getAfter(), {}, {idx, idx, idx},
+                                   {b.getLoc(), b.getLoc(), b.getLoc()});
+      {
+        bindItem(after->getArgument(0), after->getArgument(1),
+                 after->getArgument(2));
+        consumer.build();
+        scf::YieldOp::create(
+            b, ValueRange{idxAdd(b, env.workIter, constIdx(b, 1)), nextBase()});
+      }
+    }
   }
   gpu::ReturnOp::create(b);
   return fn;

@@ -365,14 +365,24 @@ static LogicalResult lowerToWgmmaLaunch(RewriterBase &rewriter, AttentionOp op,
     args.append(kBatch.begin(), kBatch.end());
     args.append(captures.begin(), captures.end());
     Value gx = arith::CeilDivSIOp::create(b, kLq, constIdx(b, cfg.blockM));
-    if (!spec.splitKV)
+    if (cfg.persistent) {
+      // As many CTAs as are resident at once, none without a work item.
+      Value items = arith::MulIOp::create(b, gx, kBh);
+      Value resident = arith::MulIOp::create(
+          b, multiprocessorCount(b, op), constIdx(b, cfg.ctasPerSM));
+      args.push_back(workCounter(b, op, stream));
+      launchOnStream(b, kernel, arith::MinSIOp::create(b, items, resident),
+                     constIdx(b, 1), cfg.threads(),
+                     SmemLayout(cfg, spec).total, args, stream);
+    } else if (!spec.splitKV) {
       launchOnStream(b, kernel, gx, kBh, cfg.threads(),
                      SmemLayout(cfg, spec).total, args, stream);
-    else
+    } else {
       launchDecodeForm(
           b, op, kernel, combine, cfg, spec, options, chip, args, gx, kBh, kLq,
           arith::CeilDivSIOp::create(b, lk, constIdx(b, cfg.blockN)), o3, lse2,
           stream);
+    }
   }
 
   replaceWithDestinations(rewriter, op, bufs);
