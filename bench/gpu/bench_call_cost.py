@@ -13,8 +13,12 @@ For each shape, three numbers per implementation:
 "sdpa" is torch's default dispatch (no sdpa_kernel context, whose entry and exit cost
 ~20 µs of their own); "cudnn" / "fa2" pin the backend inside the context.
 
-Here (compiler, no GPU):  python3 bench/gpu/bench_call_cost.py --prebuild DIR
-There (GPU, no LLVM):     FLASH_MLIR_CACHE_DIR=DIR python3 bench/gpu/bench_call_cost.py
+Here (compiler, no GPU):  python3 bench/gpu/bench_call_cost.py --prebuild DIR [--variant ...]
+There (GPU, no LLVM):     FLASH_MLIR_CACHE_DIR=DIR python3 bench/gpu/bench_call_cost.py [--variant ...]
+
+--variant NAME=KEY=VALUE[,KEY=VALUE...] (repeatable) adds a row "ours-NAME" per shape:
+flash_mlir.attention with those kernel options (e.g. pers=persistent=1), to prebuild and
+to run alike.
 """
 import os
 import sys
@@ -45,15 +49,26 @@ def shapes(case):
     return (b, hq, lq, d), (b, hkv, lk, d), (b, hkv, lk, d), causal
 
 
-def prebuild(cache):
+def parse_variant(text):
+    """NAME=KEY=VALUE,... -> (NAME, {KEY: int or str})."""
+    name, _, opts = text.partition("=")
+    kw = {}
+    for item in filter(None, opts.split(",")):
+        key, _, value = item.partition("=")
+        kw[key] = int(value) if value.lstrip("-").isdigit() else value
+    return name, kw
+
+
+def prebuild(cache, variants):
     os.environ["FLASH_MLIR_CACHE_DIR"] = cache
     os.environ.setdefault("CUDA_HOME", "/usr/local/cuda")
     for case in CASES:
         qs, ks, vs, causal = shapes(case)
-        print(flash_mlir.prebuild(qs, ks, vs, "bf16", causal=causal))
+        for _, kw in [("", {})] + variants:
+            print(flash_mlir.prebuild(qs, ks, vs, "bf16", causal=causal, **kw))
 
 
-def run():
+def run(variants):
     import torch
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -86,8 +101,11 @@ def run():
         pairs = lq * lk / 2 if causal else lq * lk  # causal cases are square
         flops = 4 * b * hq * pairs * d
         gqa = hq != ks[1]
-        impls = [("ours", lambda: flash_mlir.attention(q, k, v, causal=causal)),
-                 ("sdpa", lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal,
+        impls = [("ours", lambda: flash_mlir.attention(q, k, v, causal=causal))]
+        for vname, kw in variants:
+            impls.append(("ours-" + vname,
+                          lambda kw=kw: flash_mlir.attention(q, k, v, causal=causal, **kw)))
+        impls += [("sdpa", lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal,
                                                                  enable_gqa=gqa))]
         for name, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION),
                               ("fa2", SDPBackend.FLASH_ATTENTION)):
@@ -108,9 +126,13 @@ def run():
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "--prebuild":
-        prebuild(sys.argv[2])
-    elif len(sys.argv) == 1:
-        run()
+    import argparse
+    ap = argparse.ArgumentParser(usage=__doc__)
+    ap.add_argument("--prebuild", metavar="DIR")
+    ap.add_argument("--variant", action="append", default=[])
+    a = ap.parse_args()
+    vs = [parse_variant(v) for v in a.variant]
+    if a.prebuild:
+        prebuild(a.prebuild, vs)
     else:
-        sys.exit(__doc__)
+        run(vs)

@@ -733,17 +733,36 @@ def score_mod_arg_specs(args, kind):
     return specs
 
 
-def _fn_key(fn):
-    """What a traced score_mod depends on besides its arguments' shapes: its
-    code, defaults and closed-over values; None when one of them is not
-    hashable (then it is traced on every call)."""
-    try:
-        key = (getattr(fn, "__code__", fn), getattr(fn, "__defaults__", None),
-               tuple(c.cell_contents for c in (getattr(fn, "__closure__", None) or ())))
-        hash(key)
-        return key
-    except (TypeError, ValueError):
-        return None
+_mask_kinds = {}
+
+
+def _flex_mods(q, k, score_mod, args, mask_mod, causal, window, align):
+    """score_mod= and mask_mod= as one score_mod (a score.FlexMods, or None), its
+    arguments (score_mod_args, then the arrays the functions read from their
+    closures and globals), and causal, window, align: a mask_mod proved causal
+    or a window on these shapes becomes that structured mask."""
+    from . import score
+    if isinstance(score_mod, score.FlexMods):  # autograd's own call: lowered already
+        return score_mod, args, causal, window, align
+    kind = None
+    if mask_mod is not None:
+        lq, lk = q.shape[-2], k.shape[-2]
+        key = score.function_key(mask_mod)
+        key = None if key is None else (key, len(q.shape) - 2, lq, lk)
+        kind = _mask_kinds.get(key) if key is not None else None
+        if kind is None:
+            kind = score.mask_kind(mask_mod, len(q.shape) - 2, lq, lk) or ("mod",)
+            if key is not None:
+                _mask_kinds[key] = kind
+        if kind[0] == "causal":
+            causal, align = True, kind[1]
+        elif kind[0] == "window":
+            window, align = kind[1], kind[2]
+    structured = kind is not None and kind[0] != "mod"
+    if score_mod is None and structured:
+        return None, (), causal, window, align
+    flex = score.FlexMods(score_mod, mask_mod, len(args), with_mask=not structured)
+    return flex, args + flex.arrays, causal, window, align
 
 
 def _kernel_for(q, k, v, scale, causal, window, align, return_lse, dynamic, pipeline, cache,
@@ -805,8 +824,8 @@ def _kernel_for(q, k, v, scale, causal, window, align, return_lse, dynamic, pipe
 def attention(q, k, v, *, scale=None, causal=False, window=None, align=None,
               return_lse=False, out=None, dynamic=False, pipeline=None, cache=True, bias=None,
               softcap=None, alibi_slopes=None, block_table=None, seq_lens=None,
-              score_mod=None, score_mod_args=(), cu_seqlens_q=None, cu_seqlens_k=None,
-              **options):
+              score_mod=None, score_mod_args=(), mask_mod=None, cu_seqlens_q=None,
+              cu_seqlens_k=None, **options):
     """Scaled dot-product attention through flash.attention.
 
     q [batch..., Lq, D], k [batch..., Lk, D], v [batch..., Lk, Dv]: NumPy
@@ -829,7 +848,17 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align=None,
     kv_idx, *args) is traced once (per function, closure and argument
     shapes) into the op's score_mod region, so every kernel fuses it and
     autograd on the CPU differentiates it (and the float args); see
-    flash_mlir.score for what fn may do. Not with bias/softcap/alibi_slopes
+    flash_mlir.score for what fn may do: its operators, NumPy ufuncs
+    (np.tanh, np.where, ...) and torch functions (torch.tanh, torch.where,
+    ...), so a FlexAttention score_mod runs unchanged. Arrays fn reads from
+    its closure or its module's globals (of q's kind) are captures too,
+    read in the kernel, after score_mod_args. mask_mod=fn(*batch_indices,
+    q_idx, kv_idx) -> comparison: FlexAttention's mask_mod; one that is
+    causal or a sliding window on these shapes (proved by evaluating it on
+    every (q_idx, kv_idx) once per function and shape) becomes that
+    structured mask, whose empty tiles every kernel skips; any other masks
+    the scores (where(visible, score, -inf)). Not with causal/window
+    (write them in mask_mod). Neither with bias/softcap/alibi_slopes
     (write them in fn), dynamic or block_table.
     block_table, seq_lens: attention against a paged KV cache (decode, as
     vLLM and FlashInfer keep it). k and v are then the page pools
@@ -872,18 +901,26 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align=None,
                            ("alibi_slopes", alibi_slopes)) if x is not None]
     if mods and dynamic:
         raise ValueError("%s= needs static shapes (dynamic=False)" % mods[0])
-    if score_mod is not None:
-        if not callable(score_mod):
-            raise TypeError("score_mod must be a function, got %s" % type(score_mod).__name__)
+    if score_mod is not None or mask_mod is not None:
+        for name, fn in (("score_mod", score_mod), ("mask_mod", mask_mod)):
+            if fn is not None and not callable(fn):
+                raise TypeError("%s must be a function, got %s" % (name, type(fn).__name__))
+        what = "score_mod" if score_mod is not None else "mask_mod"
         if mods:
-            raise ValueError("score_mod= replaces %s=: write it in the function" % mods[0])
+            raise ValueError("%s= replaces %s=: write it in the function" % (what, mods[0]))
         if dynamic:
-            raise ValueError("score_mod= needs static shapes (dynamic=False)")
+            raise ValueError("%s= needs static shapes (dynamic=False)" % what)
         if block_table is not None or seq_lens is not None:
-            raise ValueError("score_mod= is not supported with block_table= yet")
+            raise ValueError("%s= is not supported with block_table= yet" % what)
         if cu_seqlens_q is not None or cu_seqlens_k is not None:
-            raise ValueError("score_mod= is not supported with cu_seqlens_q= yet")
+            raise ValueError("%s= is not supported with cu_seqlens_q= yet" % what)
+        if mask_mod is not None and (causal or window is not None):
+            raise ValueError("mask_mod= replaces causal= and window=: write the mask in it")
+        if score_mod_args and score_mod is None:
+            raise ValueError("score_mod_args= without score_mod=")
         score_mod_args = tuple(score_mod_args)
+        score_mod, score_mod_args, causal, window, align = _flex_mods(
+            q, k, score_mod, score_mod_args, mask_mod, causal, window, align)
     elif score_mod_args:
         raise ValueError("score_mod_args= without score_mod=")
     paged = block_table is not None or seq_lens is not None
@@ -949,7 +986,7 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align=None,
                     None if cu_seqlens_q is None else _array_key(cu_seqlens_q),
                     None if cu_seqlens_k is None else _array_key(cu_seqlens_k))
             if score_mod is not None:
-                fn_key = _fn_key(score_mod)
+                fn_key = score_mod.key
                 if fn_key is None:
                     raise TypeError  # traced on every call: the general path
                 fast += (fn_key, tuple(_array_key(a) for a in score_mod_args))

@@ -10,12 +10,17 @@ the op's score_mod region, so every kernel fuses it and the compiler derives its
 query row and the key column, then one tensor per entry of score_mod_args, and returns the
 new score. The values it sees are symbolic: + - * / // unary -, abs(), comparisons, & | ^ ~
 on comparisons, Python numbers, indexing an argument tensor with indices, and the functions
-here (where, exp, exp2, log, tanh, sqrt, maximum, minimum). Python's `and`, `or`, `if` on a
-traced value and anything else raise TypeError naming the operation. Indices are 64-bit
-integers; an index meets a float as its value (i converted to f32).
+here (where, exp, exp2, log, tanh, sqrt, maximum, minimum), or the NumPy ufuncs and torch
+functions of the same names (np.tanh, torch.where, ...), so a FlexAttention score_mod runs
+unchanged. Arrays the function reads from its closure or its module's globals are
+captures too (FlexMods). Python's `and`, `or`, `if` on a traced value and anything else
+raise TypeError naming the operation. Indices are 64-bit integers; an index meets a float
+as its value (i converted to f32). mask_kind proves a FlexAttention mask_mod causal or a
+window on given shapes.
 """
 import math
 import numbers
+import re
 
 __all__ = ["where", "exp", "exp2", "log", "tanh", "sqrt", "maximum", "minimum"]
 
@@ -307,3 +312,249 @@ def trace(fn, num_batch_dims, args):
     decl = ", ".join(["%s: f32"] + ["%s: index" % i.name for i in indices] +
                      ["%s: %s" % (t.name, t.type) for t in tensors])
     return " score_mod {\n  ^bb0(%s):\n%s\n  }" % (decl, "\n".join(lines))
+
+
+# --- Flex-style functions: NumPy ufuncs and torch functions on traced values, arrays read
+# from a function's closure or globals, and mask_mod ---------------------------------------
+
+_UFUNCS = {
+    "tanh": lambda x: tanh(x), "exp": lambda x: exp(x), "exp2": lambda x: exp2(x),
+    "log": lambda x: log(x), "sqrt": lambda x: sqrt(x), "absolute": abs,
+    "negative": lambda x: -x, "maximum": lambda x, y: maximum(x, y),
+    "minimum": lambda x, y: minimum(x, y), "add": lambda x, y: x + y,
+    "subtract": lambda x, y: x - y, "multiply": lambda x, y: x * y,
+    "true_divide": lambda x, y: x / y, "divide": lambda x, y: x / y,
+    "floor_divide": lambda x, y: x // y, "less": lambda x, y: x < y,
+    "less_equal": lambda x, y: x <= y, "greater": lambda x, y: x > y,
+    "greater_equal": lambda x, y: x >= y, "equal": lambda x, y: x == y,
+    "not_equal": lambda x, y: x != y, "logical_and": lambda x, y: x & y,
+    "logical_or": lambda x, y: x | y, "logical_xor": lambda x, y: x ^ y,
+    "bitwise_and": lambda x, y: x & y, "bitwise_or": lambda x, y: x | y,
+    "logical_not": lambda x: ~x, "invert": lambda x: ~x,
+}
+
+# torch functions by name (torch.tanh, torch.where, ...; Tensor methods resolve to the same
+# names through __torch_function__).
+_TORCH = dict(_UFUNCS, where=lambda c, x, y: where(c, x, y), abs=abs,
+              neg=lambda x: -x, sub=lambda x, y: x - y, mul=lambda x, y: x * y,
+              div=lambda x, y: x / y, clamp=lambda x, min=None, max=None: _clamp(x, min, max),
+              sigmoid=lambda x: 1.0 / (1.0 + exp(-x)), eq=lambda x, y: x == y,
+              ne=lambda x, y: x != y, lt=lambda x, y: x < y, le=lambda x, y: x <= y,
+              gt=lambda x, y: x > y, ge=lambda x, y: x >= y)
+
+
+def _clamp(x, lo, hi):
+    if lo is not None:
+        x = maximum(x, lo)
+    if hi is not None:
+        x = minimum(x, hi)
+    return x
+
+
+def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
+    impl = _UFUNCS.get(ufunc.__name__)
+    if method != "__call__" or impl is None or kwargs:
+        raise TypeError("score_mod: numpy.%s%s is not supported on traced values; use "
+                        "flash_mlir.score's functions" % (
+                            ufunc.__name__, "" if method == "__call__" else "." + method))
+    return impl(*inputs)
+
+
+def _array_function(self, func, types, args, kwargs):
+    if func.__name__ == "where" and not kwargs and len(args) == 3:
+        return where(*args)
+    raise TypeError("score_mod: numpy.%s is not supported on traced values" % func.__name__)
+
+
+def _torch_function(cls, func, types, args=(), kwargs=None):
+    name = getattr(func, "__name__", str(func)).rstrip("_")
+    impl = _TORCH.get(name)
+    if impl is None:
+        raise TypeError("score_mod: torch.%s is not supported on traced values; use "
+                        "flash_mlir.score's functions" % name)
+    return impl(*args, **(kwargs or {}))
+
+
+Value.__array_ufunc__ = _array_ufunc
+Value.__array_function__ = _array_function
+Value.__torch_function__ = classmethod(_torch_function)
+Tensor.__torch_function__ = classmethod(_torch_function)
+
+
+def _is_array(x):
+    mod = type(x).__module__
+    return (mod.startswith("torch") and hasattr(x, "dtype") and hasattr(x, "shape")) or \
+        (mod == "numpy" and type(x).__name__ == "ndarray")
+
+
+def free_arrays(fn):
+    """The arrays `fn` reads from its closure cells and its module's globals, as
+    [(("cell", index) | ("global", name), array)], in that order."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return []
+    found = [(("cell", n), c.cell_contents) for n, c in enumerate(fn.__closure__ or ())
+             if _cell_value(c) is not None and _is_array(c.cell_contents)]
+    g = getattr(fn, "__globals__", {})
+    found += [(("global", n), g[n]) for n in dict.fromkeys(code.co_names)
+              if n in g and _is_array(g[n])]
+    return found
+
+
+def _cell_value(cell):
+    try:
+        return cell.cell_contents
+    except ValueError:  # an empty cell (a name not bound yet)
+        return None
+
+
+def _array_sig(x):
+    return (type(x), x.dtype, tuple(x.shape), getattr(x, "is_cuda", False))
+
+
+def function_key(fn):
+    """What tracing `fn` depends on: its code, defaults, closed-over values (an array
+    by its type, dtype and shape: it is read as a capture) and the global arrays it
+    names; None when one of them is not hashable (then it is traced on every call)."""
+    if fn is None:
+        return None
+    try:
+        cells = tuple(_array_sig(v) if _is_array(v) else v
+                      for v in (_cell_value(c) for c in (getattr(fn, "__closure__", None)
+                                                         or ())))
+        globs = tuple((w[1], _array_sig(a)) for w, a in free_arrays(fn) if w[0] == "global")
+        key = (getattr(fn, "__code__", fn), getattr(fn, "__defaults__", None), cells, globs)
+        hash(key)
+        return key
+    except (TypeError, ValueError):
+        return None
+
+
+def _rebind(fn, where_proxies):
+    """`fn` with the arrays free_arrays found replaced by `where_proxies` [(where, proxy)]."""
+    import types
+    if not where_proxies:
+        return fn
+    cells = list(fn.__closure__ or ())
+    g = None
+    for (kind, at), proxy in where_proxies:
+        if kind == "cell":
+            cells[at] = types.CellType(proxy)
+        else:
+            if g is None:
+                g = dict(fn.__globals__)
+            g[at] = proxy
+    new = types.FunctionType(fn.__code__, fn.__globals__ if g is None else g, fn.__name__,
+                             fn.__defaults__, tuple(cells) if fn.__closure__ else None)
+    new.__kwdefaults__ = fn.__kwdefaults__
+    return new
+
+
+class FlexMods:
+    """attention()'s score_mod= and mask_mod= as one traceable score function.
+
+    score_mod(score, *batch_indices, q_idx, kv_idx, *score_mod_args) returns the new score;
+    mask_mod(*batch_indices, q_idx, kv_idx) returns whether the key is visible (a
+    comparison), FlexAttention's signatures. The arrays either reads from its closure or
+    its module's globals (a bias, per-head slopes, document ids) are its captures, read in
+    the kernel: `arrays` lists them, to be passed after score_mod_args. Calling the
+    object traces score_mod(...) masked by mask_mod: where(mask, score, -inf)."""
+
+    def __init__(self, score_mod, mask_mod, num_args, with_mask=True):
+        self.score_mod, self.num_args = score_mod, num_args
+        self.mask_mod = mask_mod if with_mask else None
+        self._found = [free_arrays(f) if f is not None else []
+                       for f in (score_mod, self.mask_mod)]
+        self.arrays = tuple(a for found in self._found for _, a in found)
+        self.key = None
+        keys = (function_key(score_mod), function_key(self.mask_mod))
+        if all(k is not None or f is None for k, f in zip(keys, (score_mod, self.mask_mod))):
+            self.key = (keys, num_args)
+        self.__name__ = getattr(score_mod or mask_mod, "__name__", "score_mod")
+
+    def __call__(self, score, *rest):
+        n_caps = len(self.arrays)
+        caps = rest[len(rest) - n_caps:] if n_caps else ()
+        rest = rest[:len(rest) - n_caps]
+        indices, args = rest[:len(rest) - self.num_args], rest[len(rest) - self.num_args:]
+        n_s = len(self._found[0])
+        out = score
+        if self.score_mod is not None:
+            fn = _rebind(self.score_mod, [(w, c) for (w, _), c in zip(self._found[0], caps)])
+            out = fn(score, *indices, *args)
+        if self.mask_mod is not None:
+            fn = _rebind(self.mask_mod,
+                         [(w, c) for (w, _), c in zip(self._found[1], caps[n_s:])])
+            visible = fn(*indices)
+            if not isinstance(visible, Value) or visible.type != "i1":
+                raise TypeError("mask_mod must return a comparison of its indices, got %r"
+                                % (visible,))
+            out = where(visible, out, -float("inf"))
+        return out
+
+
+def mask_kind(mask_mod, num_batch_dims, lq, lk):
+    """What `mask_mod` is on an Lq x Lk score matrix, proved by evaluating it on every
+    (q_idx, kv_idx): ("none",), ("causal", align) or ("window", W, align) — the structured
+    masks every kernel skips tiles of —, or None (anything else, or one that reads the
+    batch indices or an array: it stays a score modification)."""
+    import numpy as np
+    if free_arrays(mask_mod):
+        return None
+    tr = _Trace()
+    idx = [Value(tr, "%%x%d" % i, "index") for i in range(num_batch_dims + 2)]
+    try:
+        out = mask_mod(*idx)
+    except TypeError:
+        return None
+    if not isinstance(out, Value) or out.type != "i1":
+        return None
+    body = "\n".join(tr.lines)
+    if any(re.search(r"%%x%d\b" % i, body) for i in range(num_batch_dims)):
+        return None
+    try:
+        import torch
+        arange = lambda n: torch.arange(n, dtype=torch.int64)  # noqa: E731
+        as_np = lambda m: m.numpy() if hasattr(m, "numpy") else np.asarray(m)  # noqa: E731
+    except ImportError:
+        arange = lambda n: np.arange(n, dtype=np.int64)  # noqa: E731
+        as_np = np.asarray
+    jj = arange(lk)[None, :]
+    first = np.full(lq, -1, np.int64)
+    last = np.full(lq, -2, np.int64)
+    rows = max(1, (1 << 22) // max(lk, 1))
+    for r0 in range(0, lq, rows):
+        ii = arange(min(lq, r0 + rows))[r0:, None]
+        try:
+            m = np.broadcast_to(as_np(mask_mod(*([0] * num_batch_dims), ii, jj)),
+                                (len(ii), lk)).astype(bool)
+        except Exception:  # written for symbolic values only: keep it a score_mod
+            return None
+        count = m.sum(axis=1)
+        lo = np.where(count > 0, m.argmax(axis=1), -1)
+        hi = np.where(count > 0, lk - 1 - m[:, ::-1].argmax(axis=1), -2)
+        if np.any((count > 0) & (hi - lo + 1 != count)):
+            return None  # not one interval per row
+        first[r0:r0 + len(ii)], last[r0:r0 + len(ii)] = lo, hi
+    if lq == 0 or lk == 0:
+        return None
+    if np.all(first == 0) and np.all(last == lk - 1):
+        return ("none",)
+    i = np.arange(lq)
+    for align, off in (("top_left", 0), ("bottom_right", lk - lq)):
+        diag = i + off
+        hi = np.minimum(diag, lk - 1)
+        empty = diag < 0
+        if not np.array_equal(np.where(empty, -2, hi), last):
+            continue
+        lo = np.where(empty, -1, 0)
+        if np.array_equal(lo, first):
+            return ("causal", align)
+        starts = first[(~empty) & (first > 0)]
+        if starts.size == 0:
+            continue
+        w = int((diag - first)[(~empty) & (first > 0)][0]) + 1
+        lo_w = np.where(empty | (diag - w + 1 > lk - 1), -1, np.maximum(diag - w + 1, 0))
+        if w > 0 and np.array_equal(lo_w, first):
+            return ("window", w, align)
+    return None
