@@ -2,6 +2,7 @@
 shapes and dtypes, compile it once (cached on disk and in memory) and run it:
 NumPy arrays (and CPU torch tensors) on the host, CUDA torch tensors on the GPU.
 """
+import collections
 import math
 import numbers
 import operator
@@ -1034,6 +1035,21 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align=None,
     return kernel(q, k, v, out, captures=captures)
 
 
+def _score():
+    from . import score
+    return score
+
+
+class _FlexSpecs:
+    """prebuild's (shape, dtype) arguments of a FlexMods: the given ones, then one per
+    array its functions read (the stand-ins prebuild's caller made)."""
+
+    def __init__(self, flex, specs):
+        self.flex = flex
+        self.specs = list(specs) + [(tuple(a.shape), str(a.dtype).replace("torch.", ""))
+                                    for a in flex.arrays]
+
+
 def _check_offsets(q, k, cu_q, cu_k):
     """Host offsets of a packed batch: non-decreasing, from >= 0, within the
     token counts (a ValueError naming the argument otherwise)."""
@@ -1063,8 +1079,8 @@ def _from_host_view(a):
 def prebuild(q_shape, k_shape, v_shape, dtype, *, device="cuda", scale=None, causal=False,
              window=None, align="top_left", return_lse=False, dynamic=False, pipeline=None,
              grad=False, bias=None, softcap=None, alibi_slopes=None, block_table=None,
-             score_mod=None, score_mod_args=(), cu_seqlens=None, capture_grads=None,
-             **options):
+             score_mod=None, score_mod_args=(), mask_mod=None, cu_seqlens=None,
+             capture_grads=None, **options):
     """Compiles, into the cache, the kernel attention() would run for arrays of
     these shapes and dtype ("bf16" / "bfloat16", "f16" / "float16", "f32" /
     "float32", or a torch or NumPy dtype) with these arguments, and returns its
@@ -1128,7 +1144,21 @@ def prebuild(q_shape, k_shape, v_shape, dtype, *, device="cuda", scale=None, cau
                                 causal=causal, window=window, lse=return_lse)
         return _library_for(ir, device, pipeline, format_options(options))
     traced = None
+    if mask_mod is not None:
+        if causal or window is not None:
+            raise ValueError("mask_mod= replaces causal= and window=: write the mask in it")
+        shape = collections.namedtuple("shape", "shape")
+        score_mod, flex_args, causal, window, align = _flex_mods(
+            shape(tuple(q_shape)), shape(tuple(k_shape)), score_mod, (), mask_mod, causal,
+            window, align)
+        if score_mod is not None:
+            score_mod = _FlexSpecs(score_mod, score_mod_args)
     if score_mod is not None:
+        if isinstance(score_mod, _FlexSpecs):
+            score_mod, score_mod_args = score_mod.flex, score_mod.specs
+        elif not isinstance(score_mod, _score().FlexMods):
+            flex = _score().FlexMods(score_mod, None, len(score_mod_args))
+            score_mod, score_mod_args = flex, _FlexSpecs(flex, score_mod_args).specs
         specs = []
         for n, (shape, adt) in enumerate(score_mod_args):
             aelt = _ARG_TYPES.get(str(adt).replace("torch.", ""), None)

@@ -249,6 +249,36 @@ PERSISTENT_CASES = {
 }
 
 
+# FlexAttention-style: a score_mod and a mask_mod closing over a bias and document ids (the
+# kernel reads them as captures), and a mask_mod proved causal (the causal kernel).
+FLEX_SHAPE = (2, 4, 300, 517, 128)  # B, H, Lq, Lk, D
+
+
+def _flex_fns(bias, doc):
+    import torch
+
+    def soft_bias(score, b, h, q_idx, kv_idx):
+        return 20.0 * torch.tanh(score / 20.0) + bias[h, q_idx, kv_idx]
+
+    def same_document(b, h, q_idx, kv_idx):
+        return (doc[b, q_idx + (FLEX_SHAPE[3] - FLEX_SHAPE[2])] == doc[b, kv_idx]) | \
+            (kv_idx < 8)
+
+    return soft_bias, same_document
+
+
+def _flex_standins(torch, device):
+    b, h, lq, lk, _ = FLEX_SHAPE
+    g = torch.Generator(device=device).manual_seed(int.from_bytes(os.urandom(4), "little"))
+    bias = torch.randn(h, lq, lk, device=device, generator=g)
+    doc = torch.randint(0, 4, (b, lk), device=device, generator=g)
+    return bias, doc
+
+
+def _causal_mask_mod(b, h, q_idx, kv_idx):
+    return kv_idx <= q_idx + (FLEX_SHAPE[3] - FLEX_SHAPE[2])
+
+
 def _persistent_kw(kw, on):
     return dict(kw, kernel="wgmma", persistent=1 if on else 0)
 
@@ -262,6 +292,13 @@ def prebuild_all(cache_dir):
         for on in (False, True):
             print("persistent-%s-%d" % (name, on),
                   flash_mlir.prebuild(qs, ks, vs, dtype, **_persistent_kw(kw, on)))
+    import torch
+    b, h, lq, lk, d = FLEX_SHAPE
+    sm, mm = _flex_fns(*_flex_standins(torch, "cpu"))
+    for kw in ({"score_mod": sm, "mask_mod": mm}, {"mask_mod": _causal_mask_mod},
+               {"causal": True, "align": "bottom_right"}):
+        print("flex", flash_mlir.prebuild((b, h, lq, d), (b, h, lk, d), (b, h, lk, d),
+                                          "bfloat16", **kw))
     print("persistent-empty", flash_mlir.prebuild(
         (2, 4, 70, 64), (2, 2, 90, 64), (2, 2, 90, 64), "bfloat16",
         **_persistent_kw({"return_lse": True, "dynamic": True}, True)))
@@ -636,6 +673,31 @@ def test_persistent_grid_without_keys_writes_zero_rows():
     out, lse = flash_mlir.attention(q, k, v, out=out, **kw)
     torch.cuda.synchronize()
     assert (out == 0).all().item() and torch.isneginf(lse).all().item()
+
+
+def test_flex_style_score_and_mask_mods():
+    """Closure arrays read in the kernel, against float64; a mask_mod proved causal runs
+    the causal kernel (bit-identical to causal=True)."""
+    torch = _cuda()
+    b, h, lq, lk, d = FLEX_SHAPE
+    q, k, v = _inputs(torch, (b, h, lq, d), (b, h, lk, d), (b, h, lk, d), "bfloat16")
+    bias, doc = _flex_standins(torch, "cuda")
+    sm, mm = _flex_fns(bias, doc)
+    out = flash_mlir.attention(q, k, v, score_mod=sm, mask_mod=mm)
+    torch.cuda.synchronize()
+    qd, kd, vd = (x.double().cpu() for x in (q, k, v))
+    s = 20.0 * torch.tanh((qd @ kd.transpose(-1, -2)) * d ** -0.5 / 20.0) + bias.double().cpu()
+    dc = doc.cpu()
+    vis = (dc[:, None, lk - lq:, None] == dc[:, None, None, :]) | \
+        (torch.arange(lk)[None, None, None, :] < 8)
+    ref = torch.softmax(torch.where(vis, s, torch.tensor(float("-inf"), dtype=s.dtype)), -1) @ vd
+    # bf16 inputs and output: the output's rounding bounds the error.
+    err = (out.double().cpu() - ref).abs().max().item()
+    assert err < 2e-2, err
+    causal = flash_mlir.attention(q, k, v, mask_mod=_causal_mask_mod)
+    want = flash_mlir.attention(q, k, v, causal=True, align="bottom_right")
+    torch.cuda.synchronize()
+    assert torch.equal(causal, want)
 
 
 if __name__ == "__main__":
