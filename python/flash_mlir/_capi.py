@@ -1,8 +1,9 @@
 """ctypes binding of libFlashCAPI (include/flash-c/Flash.h).
 
 The library is found, in order, through $FLASH_MLIR_CAPI (the .so itself),
-$FLASH_MLIR_LIB_DIR, the build tree next to this source tree (build/lib) and
-an installed prefix (<prefix>/lib next to <prefix>/python/flash_mlir).
+$FLASH_MLIR_LIB_DIR, the package's own lib/ (a `pip install .`), the build
+tree next to this source tree (build/lib) and an installed prefix
+(<prefix>/lib next to <prefix>/python/flash_mlir).
 """
 import ctypes
 import os
@@ -43,6 +44,7 @@ def _candidates():
     libdir = os.environ.get("FLASH_MLIR_LIB_DIR")
     if libdir:
         yield os.path.join(libdir, _NAME)
+    yield os.path.join(_HERE, "lib", _NAME)
     root = os.path.dirname(os.path.dirname(_HERE))
     build = os.environ.get("FLASH_MLIR_BUILD_DIR", os.path.join(root, "build"))
     yield os.path.join(build, "lib", _NAME)
