@@ -897,6 +897,17 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align=None,
     # Before the kernel lookup: True == 1 and 2.0 == 2 as dictionary keys.
     _check_scale(scale)
     _check_window(window)
+    if _capturing(q) and out is None and not dynamic and pipeline is None and cache and \
+            all(x is None for x in (bias, softcap, alibi_slopes, block_table, seq_lens,
+                                    score_mod, mask_mod, cu_seqlens_q, cu_seqlens_k)):
+        # torch.compile / torch.export: one node of the graph, not our ctypes calls.
+        from . import torch_library
+        torch_library.register()
+        import torch
+        o, lse = torch.ops.flash_mlir.attention(
+            q, k, v, scale, bool(causal), window, align or "top_left",
+            torch_library.options_json(options))
+        return (o, lse) if return_lse else o
     softcap = _check_softcap(softcap)
     mods = [n for n, x in (("bias", bias), ("softcap", softcap),
                            ("alibi_slopes", alibi_slopes)) if x is not None]
@@ -1048,6 +1059,26 @@ class _FlexSpecs:
         self.flex = flex
         self.specs = list(specs) + [(tuple(a.shape), str(a.dtype).replace("torch.", ""))
                                     for a in flex.arrays]
+
+
+_torch_op_registered = False
+
+
+def _capturing(q):
+    """Whether torch is capturing a graph through this call (torch.compile, export). The
+    first call on torch tensors registers torch.ops.flash_mlir.attention, so that a
+    capture later finds it registered."""
+    global _torch_op_registered
+    if not type(q).__module__.startswith("torch"):
+        return False
+    if not _torch_op_registered:
+        from . import torch_library
+        torch_library.register()
+        _torch_op_registered = True
+    import torch
+    compiler = getattr(torch, "compiler", None)
+    return bool(compiler is not None and getattr(compiler, "is_compiling", None)
+                and compiler.is_compiling())
 
 
 def _check_offsets(q, k, cu_q, cu_k):

@@ -279,6 +279,9 @@ def _causal_mask_mod(b, h, q_idx, kv_idx):
     return kv_idx <= q_idx + (FLEX_SHAPE[3] - FLEX_SHAPE[2])
 
 
+TORCH_OP_SHAPES = ((2, 8, 300, 64), (2, 4, 517, 64), (2, 4, 517, 64))
+
+
 def _persistent_kw(kw, on):
     return dict(kw, kernel="wgmma", persistent=1 if on else 0)
 
@@ -299,6 +302,10 @@ def prebuild_all(cache_dir):
                {"causal": True, "align": "bottom_right"}):
         print("flex", flash_mlir.prebuild((b, h, lq, d), (b, h, lk, d), (b, h, lk, d),
                                           "bfloat16", **kw))
+    for grad in (False, True):
+        print("torch-op", flash_mlir.prebuild(*TORCH_OP_SHAPES, "bfloat16", causal=True,
+                                              align="bottom_right", return_lse=True,
+                                              grad=grad))
     print("persistent-empty", flash_mlir.prebuild(
         (2, 4, 70, 64), (2, 2, 90, 64), (2, 2, 90, 64), "bfloat16",
         **_persistent_kw({"return_lse": True, "dynamic": True}, True)))
@@ -698,6 +705,50 @@ def test_flex_style_score_and_mask_mods():
     want = flash_mlir.attention(q, k, v, causal=True, align="bottom_right")
     torch.cuda.synchronize()
     assert torch.equal(causal, want)
+
+
+def test_torch_compile_and_export_keep_one_node():
+    """torch 2 on CUDA: attention() in a compiled function and in an exported module is
+    torch.ops.flash_mlir.attention, the same kernel as the eager call; the operator's
+    autograd gives attention()'s gradients."""
+    torch = _cuda()
+    if not hasattr(torch, "compile"):
+        pytest.skip("torch.compile needs torch 2")
+    q, k, v = _inputs(torch, *TORCH_OP_SHAPES, "bfloat16")
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    def f(q, k, v):
+        return flash_mlir.attention(q, k, v, causal=True, align="bottom_right",
+                                    return_lse=True)
+
+    got, got_lse = torch.compile(f, backend=backend, fullgraph=True)(q, k, v)
+    want, want_lse = f(q, k, v)
+    torch.cuda.synchronize()
+    assert torch.equal(got, want) and torch.equal(got_lse, want_lse)
+    targets = [str(n.target) for g in graphs for n in g.graph.nodes if n.op == "call_function"]
+    assert any("flash_mlir.attention" in t for t in targets), targets
+
+    class M(torch.nn.Module):
+        def forward(self, q, k, v):
+            return f(q, k, v)[0]
+
+    ep = torch.export.export(M(), (q, k, v))
+    assert "flash_mlir.attention" in str(ep.graph)
+    assert torch.equal(ep.module()(q, k, v), want)
+
+    qg, kg, vg = (x.detach().requires_grad_() for x in (q, k, v))
+    o, _ = torch.ops.flash_mlir.attention(qg, kg, vg, None, True, None, "bottom_right", "{}")
+    do = torch.randn_like(o)
+    got_g = torch.autograd.grad(o, (qg, kg, vg), do)
+    o2 = flash_mlir.attention(qg, kg, vg, causal=True, align="bottom_right")
+    want_g = torch.autograd.grad(o2, (qg, kg, vg), do)
+    torch.cuda.synchronize()
+    for a, b in zip(got_g, want_g):
+        assert torch.equal(a, b)
 
 
 if __name__ == "__main__":
