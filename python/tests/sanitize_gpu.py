@@ -3,7 +3,7 @@ wgmma, mma.sync, portable and split-KV forward kernels (each forced with kernel=
 mask kind and alignment, score_mod with captures (bias=, softcap=, alibi_slopes=), tails at
 L = 1, 63, 65, 4097, rows that see no key, the LSE, packed varlen batches with offsets
 outside the tokens, the paged split-KV and wgmma kernels with block
-tables full of junk entries, and the backward (prep, key blocks, both dQ paths,
+tables full of junk entries, the persistent wgmma grid, and the backward (prep, key blocks, both dQ paths,
 deterministic; the wgmma and mma.sync key-block kernels). Each case also checks its output against float64, so a kernel that did not
 run cannot pass.
 
@@ -45,6 +45,14 @@ CASES = {
     # mma.sync (sm_80+)
     "wgmma-d96-dv40-padded": _c((2, 4, 65, 96), (2, 2, 130, 96), (2, 2, 130, 40),
                                 kernel="wgmma", causal=True, return_lse=True),
+    # The persistent grid: more work items than resident CTAs, so each CTA walks several
+    # (Q's buffer handed back, the K/V ring carried across items).
+    "wgmma-persistent-causal": _c((4, 16, 700, 64), (4, 16, 700, 64), (4, 16, 700, 64),
+                                  kernel="wgmma", persistent=1, causal=True,
+                                  return_lse=True),
+    "wgmma-persistent-d128-gqa": _c((3, 12, 333, 128), (3, 4, 517, 128), (3, 4, 517, 128),
+                                    kernel="wgmma", persistent=1, causal=True,
+                                    align="bottom_right"),
     "mma-d96-causal-l65": _c((2, 4, 65, 96), (2, 2, 65, 96), (2, 2, 65, 64), kernel="mma",
                              causal=True, return_lse=True),
     "mma-d256-window-l63": _c((1, 2, 63, 256), (1, 2, 63, 256), (1, 2, 63, 256),
