@@ -43,3 +43,11 @@ def __getattr__(name):
         import importlib
         return importlib.import_module(".distributed", __name__)
     raise AttributeError("module %r has no attribute %r" % (__name__, name))
+
+
+# With torch already imported, torch.ops.flash_mlir.attention exists from now on, so a
+# torch.compile / torch.export capture finds it (registering cannot happen inside one).
+import sys as _sys  # noqa: E402
+if "torch" in _sys.modules:
+    from . import torch_library as _torch_library
+    _torch_library.register()

@@ -906,7 +906,7 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align=None,
         import torch
         o, lse = torch.ops.flash_mlir.attention(
             q, k, v, scale, bool(causal), window, align or "top_left",
-            torch_library.options_json(options))
+            torch_library.options_string(options))
         return (o, lse) if return_lse else o
     softcap = _check_softcap(softcap)
     mods = [n for n, x in (("bias", bias), ("softcap", softcap),
@@ -1071,14 +1071,21 @@ def _capturing(q):
     global _torch_op_registered
     if not type(q).__module__.startswith("torch"):
         return False
+    import torch
+    compiler = getattr(torch, "compiler", None)
+    capturing = bool(compiler is not None and getattr(compiler, "is_compiling", None)
+                     and compiler.is_compiling())
     if not _torch_op_registered:
+        if capturing:
+            # Registering is not something a graph capture can trace.
+            raise RuntimeError(
+                "flash_mlir.attention under torch.compile/export needs its operator "
+                "registered first: import torch before flash_mlir, call attention() once "
+                "outside the capture, or call flash_mlir.torch_library.register()")
         from . import torch_library
         torch_library.register()
         _torch_op_registered = True
-    import torch
-    compiler = getattr(torch, "compiler", None)
-    return bool(compiler is not None and getattr(compiler, "is_compiling", None)
-                and compiler.is_compiling())
+    return capturing
 
 
 def _check_offsets(q, k, cu_q, cu_k):

@@ -5,7 +5,8 @@ its ctypes calls.
     o, lse = torch.ops.flash_mlir.attention(q, k, v, scale, causal, window, align, options)
 
 scale: float or None (1/sqrt(D)); causal: bool; window: int or None; align: "top_left" or
-"bottom_right"; options: the kernel options as a JSON object ("{}" for none). It returns
+"bottom_right"; options: the kernel options as "key=value;..." with Python literals as
+values ("" for none; options_string makes it). It returns
 the output and the f32 row log-sum-exp, has a fake (meta) implementation that gives their
 shapes and dtypes without running anything, and a backward (flash.attention_grad, P
 recomputed from the lse) for autograd. attention() calls it by itself while torch is
@@ -14,7 +15,7 @@ score_mod, mask_mod, bias, paged or packed batches, out=, dynamic). On torch old
 (no torch.library.custom_op) the operator is registered with torch.library.Library, its
 CPU, CUDA, Meta and Autograd kernels given one by one.
 """
-import json
+import ast
 
 import torch
 
@@ -28,11 +29,17 @@ def _shapes(q, v):
     return q.shape[:-1] + v.shape[-1:], q.shape[:-1]
 
 
+def parse_options(text):
+    """options_string's inverse."""
+    items = (item.split("=", 1) for item in text.split(";") if item)
+    return {key: ast.literal_eval(value) for key, value in items}
+
+
 def _run(q, k, v, scale, causal, window, align, options):
     with torch.no_grad():
         o, lse = am.attention(q.detach(), k.detach(), v.detach(), scale=scale, causal=causal,
                               window=window, align=align, return_lse=True,
-                              **json.loads(options))
+                              **parse_options(options))
     return o, lse
 
 
@@ -46,7 +53,7 @@ def _backward_of(saved, do, cfg):
     q, k, v, o, lse = saved
     scale, causal, window, align, options = cfg
     return attention_backward(q, k, v, o, do, lse, scale=scale, causal=causal, window=window,
-                              align=align, **json.loads(options))
+                              align=align, **parse_options(options))
 
 
 def register():
@@ -59,6 +66,7 @@ def register():
         _register_custom_op()
     else:
         _register_library()
+    am._torch_op_registered = True
 
 
 def _register_custom_op():
@@ -114,7 +122,7 @@ def _register_library():
     _library.impl("attention", lambda *a: _Function.apply(*a), "Autograd")
 
 
-def options_json(options):
-    """attention()'s **options as the operator's `options` string (sorted: equal options,
-    one string)."""
-    return json.dumps(options, sort_keys=True)
+def options_string(options):
+    """attention()'s **options as the operator's `options` string, sorted (equal options,
+    one string). Plain string formatting, which torch's graph capture traces through."""
+    return ";".join("%s=%r" % (key, options[key]) for key in sorted(options))

@@ -55,7 +55,7 @@ def test_operator_matches_attention_and_float64(gen, causal, window, align, opti
     torch_library.register()
     q, k, v = _inputs(gen, grad=True)
     o, lse = torch.ops.flash_mlir.attention(q, k, v, None, causal, window, align,
-                                            torch_library.options_json(options))
+                                            torch_library.options_string(options))
     o2, lse2 = flash_mlir.attention(q, k, v, causal=causal, window=window, align=align,
                                     return_lse=True, **options)
     assert torch.equal(o, o2) and torch.equal(lse, lse2)
@@ -74,7 +74,7 @@ def test_fake_kernel_gives_shapes_without_running():
     q = torch.empty(3, 8, 33, 64, device="meta", dtype=torch.float16)
     k = torch.empty(3, 2, 70, 64, device="meta", dtype=torch.float16)
     v = torch.empty(3, 2, 70, 40, device="meta", dtype=torch.float16)
-    o, lse = torch.ops.flash_mlir.attention(q, k, v, 0.1, True, None, "top_left", "{}")
+    o, lse = torch.ops.flash_mlir.attention(q, k, v, 0.1, True, None, "top_left", "")
     assert o.shape == (3, 8, 33, 40) and o.dtype == torch.float16 and o.device.type == "meta"
     assert lse.shape == (3, 8, 33) and lse.dtype == torch.float32
 
