@@ -119,7 +119,31 @@ struct Decomposer : LinalgBuilder {
     SmallVector<int64_t> rowDims = range(0, nb + 1);
     AffineMap sMap = map(sRank, range(0, sRank));
     AffineMap rowMap = map(sRank, rowDims);
-    Value rowMax = filled(rowShape, -std::numeric_limits<double>::infinity());
+    // A sink is one more score per row, of a key whose value is zero: it
+    // starts the max, and its exp starts the sum.
+    Value sinkRows;
+    if (Value sinks = op.getSinks())
+      sinkRows =
+          linalg::GenericOp::create(
+              b, loc, filled(rowShape, 0.0).getType(), ValueRange{},
+              ValueRange{filled(rowShape, 0.0)},
+              ArrayRef<AffineMap>{map(nb + 1, range(0, nb + 1))},
+              iterators(nb + 1),
+              [&](OpBuilder &nested, Location l, ValueRange) {
+                SmallVector<Value> local;
+                for (int64_t dim = 0; dim <= nb; ++dim)
+                  local.push_back(linalg::IndexOp::create(nested, l, dim));
+                SmallVector<Value> idx =
+                    buildAbsoluteIndices(nested, l, op, local);
+                linalg::YieldOp::create(
+                    nested, l,
+                    buildSinkLogit(nested, l, sinks,
+                                   ArrayRef<Value>(idx).take_front(nb)));
+              })
+              .getResult(0);
+    Value rowMax = sinkRows ? sinkRows
+                            : filled(rowShape,
+                                     -std::numeric_limits<double>::infinity());
     rowMax = linalg::GenericOp::create(
                  b, loc, rowMax.getType(), ValueRange{scores},
                  ValueRange{rowMax}, ArrayRef<AffineMap>{sMap, rowMap},
@@ -143,6 +167,18 @@ struct Decomposer : LinalgBuilder {
             .getResult(0);
 
     Value rowSum = filled(rowShape, 0.0);
+    if (sinkRows) {
+      AffineMap id = map(nb + 1, range(0, nb + 1));
+      rowSum = linalg::GenericOp::create(
+                   b, loc, rowSum.getType(), ValueRange{sinkRows, rowMax},
+                   ValueRange{rowSum}, ArrayRef<AffineMap>{id, id, id},
+                   iterators(nb + 1),
+                   [&](OpBuilder &nested, Location l, ValueRange args) {
+                     linalg::YieldOp::create(
+                         nested, l, buildRowExp(nested, l, args[0], args[1]));
+                   })
+                   .getResult(0);
+    }
     rowSum = linalg::GenericOp::create(
                  b, loc, rowSum.getType(), ValueRange{probs},
                  ValueRange{rowSum}, ArrayRef<AffineMap>{sMap, rowMap},

@@ -222,8 +222,16 @@ void Tiler::emitBlock(ValueRange ivs, ValueRange sharedOuts,
         linalg::YieldOp::create(ob, l, s);
       })[0];
 
+  // A sink is a key of value zero seen before all others: the recurrence
+  // starts from its (m, l) = (sink, 1) instead of (-inf, 0), so nothing
+  // downstream knows about it and a fully masked row ends at 0, lse = sink.
   OnlineState state{filled({bqF}, ninf()), filled({bqF}, 0.0f),
                     filled({bqF, dvF}, 0.0f)};
+  if (Value sinks = op.getSinks()) {
+    Value sink = buildSinkLogit(b, loc, sinks, absBatch);
+    state.m = linalg::FillOp::create(b, loc, sink, empty({bqF})).getResult(0);
+    state.l = filled({bqF}, 1.0f);
+  }
 
   // Key range [lo, hi) some row of the block may attend, and the edges of
   // the tiles all rows see whole. With off the diagonal offset, row i sees

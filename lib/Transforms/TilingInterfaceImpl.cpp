@@ -241,7 +241,7 @@ struct AttentionTilingInterface
     SmallVector<Value> tileOffsets;
     Value queryLen;
     if (attn.hasOffsets() || !attn.getMaskOrNone().isNone() ||
-        attn.hasScoreMod()) {
+        attn.hasScoreMod() || attn.getSinks()) {
       for (int64_t d = 0; d <= nb; ++d) {
         OpFoldResult base = attn.hasOffsets()
                                 ? OpFoldResult(attn.getOffsets()[d])
@@ -258,7 +258,7 @@ struct AttentionTilingInterface
 
     auto tiled =
         AttentionOp::create(b, loc, TypeRange(ValueRange(inits)), query, key,
-                            value, inits, attn.getCaptures(), tileOffsets,
+                            value, inits, attn.getCaptures(), attn.getSinks(), tileOffsets,
                             queryLen, attn.getScaleAttr(), attn.getMaskAttr());
     tiled->setDiscardableAttrs(attn->getDiscardableAttrDictionary());
     IRMapping mapping;

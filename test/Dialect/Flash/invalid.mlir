@@ -498,7 +498,7 @@ func.func @negative_query_len(%q: tensor<4x16x64xf32>, %k: tensor<4x70x64xf32>, 
 // The generic form can spell offsets without a query_len, and the reverse.
 func.func @offsets_without_query_len(%q: tensor<16x64xf32>, %k: tensor<70x64xf32>, %v: tensor<70x32xf32>, %o: tensor<16x32xf32>, %x: index) {
   // expected-error @+1 {{has 'offsets' but no 'query_len', the query length of the attention it is a tile of}}
-  %r = "flash.attention"(%q, %k, %v, %o, %x) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 1, 0>, scale = 1.250000e-01 : f32}> ({}) : (tensor<16x64xf32>, tensor<70x64xf32>, tensor<70x32xf32>, tensor<16x32xf32>, index) -> tensor<16x32xf32>
+  %r = "flash.attention"(%q, %k, %v, %o, %x) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0, 1, 0>, scale = 1.250000e-01 : f32}> ({}) : (tensor<16x64xf32>, tensor<70x64xf32>, tensor<70x32xf32>, tensor<16x32xf32>, index) -> tensor<16x32xf32>
   return
 }
 
@@ -506,7 +506,7 @@ func.func @offsets_without_query_len(%q: tensor<16x64xf32>, %k: tensor<70x64xf32
 
 func.func @query_len_without_offsets(%q: tensor<16x64xf32>, %k: tensor<70x64xf32>, %v: tensor<70x32xf32>, %o: tensor<16x32xf32>, %n: index) {
   // expected-error @+1 {{has a 'query_len' but no 'offsets'; a tile needs both}}
-  %r = "flash.attention"(%q, %k, %v, %o, %n) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0, 1>, scale = 1.250000e-01 : f32}> ({}) : (tensor<16x64xf32>, tensor<70x64xf32>, tensor<70x32xf32>, tensor<16x32xf32>, index) -> tensor<16x32xf32>
+  %r = "flash.attention"(%q, %k, %v, %o, %n) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0, 0, 1>, scale = 1.250000e-01 : f32}> ({}) : (tensor<16x64xf32>, tensor<70x64xf32>, tensor<70x32xf32>, tensor<16x32xf32>, index) -> tensor<16x32xf32>
   return
 }
 
@@ -514,7 +514,7 @@ func.func @query_len_without_offsets(%q: tensor<16x64xf32>, %k: tensor<70x64xf32
 
 func.func @offsets_not_index(%q: tensor<16x64xf32>, %k: tensor<70x64xf32>, %v: tensor<70x32xf32>, %o: tensor<16x32xf32>, %x: i64, %n: index) {
   // expected-error @+1 {{operand #4 must be variadic of index, but got 'i64'}}
-  %r = "flash.attention"(%q, %k, %v, %o, %x, %n) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 1, 1>, scale = 1.250000e-01 : f32}> ({}) : (tensor<16x64xf32>, tensor<70x64xf32>, tensor<70x32xf32>, tensor<16x32xf32>, i64, index) -> tensor<16x32xf32>
+  %r = "flash.attention"(%q, %k, %v, %o, %x, %n) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0, 1, 1>, scale = 1.250000e-01 : f32}> ({}) : (tensor<16x64xf32>, tensor<70x64xf32>, tensor<70x32xf32>, tensor<16x32xf32>, i64, index) -> tensor<16x32xf32>
   return
 }
 
@@ -524,5 +524,29 @@ func.func @tile_longer_than_query_len(%q: tensor<4x16x64xf32>, %k: tensor<4x70x6
   %c8 = arith.constant 8 : index
   // expected-error @+1 {{'query' has Lq = 16 rows, more than 'query_len' = 8 of the attention it is a tile of}}
   %r = flash.attention ins(%q, %k, %v : tensor<4x16x64xf32>, tensor<4x70x64xf32>, tensor<4x70x32xf32>) outs(%o : tensor<4x16x32xf32>) offsets(%x, %x) query_len(%c8) scale(0.125) mask(causal) -> tensor<4x16x32xf32>
+  return
+}
+
+// -----
+
+func.func @sinks_per_head(%q: tensor<2x4x100x64xf32>, %k: tensor<2x4x70x64xf32>, %v: tensor<2x4x70x32xf32>, %o: tensor<2x4x100x32xf32>, %s: tensor<8xf32>) {
+  // expected-error @+1 {{'sinks' 'tensor<8xf32>' must have one logit per query head (4 in 'query' 'tensor<2x4x100x64xf32>')}}
+  %r = flash.attention ins(%q, %k, %v : tensor<2x4x100x64xf32>, tensor<2x4x70x64xf32>, tensor<2x4x70x32xf32>) outs(%o : tensor<2x4x100x32xf32>) sinks(%s : tensor<8xf32>) scale(0.125) -> tensor<2x4x100x32xf32>
+  return
+}
+
+// -----
+
+func.func @sinks_rank(%q: tensor<4x100x64xf32>, %k: tensor<4x70x64xf32>, %v: tensor<4x70x32xf32>, %o: tensor<4x100x32xf32>, %s: tensor<4x1xf32>) {
+  // expected-error @+1 {{'sinks' must be a 1-D tensor of f32, f16 or bf16 (one logit per query head), got 'tensor<4x1xf32>'}}
+  %r = flash.attention ins(%q, %k, %v : tensor<4x100x64xf32>, tensor<4x70x64xf32>, tensor<4x70x32xf32>) outs(%o : tensor<4x100x32xf32>) sinks(%s : tensor<4x1xf32>) scale(0.125) -> tensor<4x100x32xf32>
+  return
+}
+
+// -----
+
+func.func @sinks_no_heads(%q: tensor<100x64xf32>, %k: tensor<70x64xf32>, %v: tensor<70x32xf32>, %o: tensor<100x32xf32>, %s: tensor<1xf32>) {
+  // expected-error @+1 {{'sinks' are one logit per query head, but 'query' 'tensor<100x64xf32>' has no heads dim}}
+  %r = flash.attention ins(%q, %k, %v : tensor<100x64xf32>, tensor<70x64xf32>, tensor<70x32xf32>) outs(%o : tensor<100x32xf32>) sinks(%s : tensor<1xf32>) scale(0.125) -> tensor<100x32xf32>
   return
 }

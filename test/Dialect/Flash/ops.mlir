@@ -222,3 +222,13 @@ func.func @tile_offsets_score_mod(%q: tensor<1x10x64xf32>, %k: tensor<1x70x64xf3
          } -> tensor<1x10x48xf32>
   return %r : tensor<1x10x48xf32>
 }
+
+// -----
+
+// CHECK-LABEL: func.func @sinks
+// CHECK: outs(%{{.*}} : tensor<2x4x100x32xbf16>) sinks(%{{.*}} : tensor<4xf32>) scale(0.125) mask(causal)
+func.func @sinks(%q: tensor<2x4x100x64xbf16>, %k: tensor<2x2x70x64xbf16>, %v: tensor<2x2x70x32xbf16>, %o: tensor<2x4x100x32xbf16>, %s: tensor<4xf32>) -> tensor<2x4x100x32xbf16> {
+  %r = flash.attention ins(%q, %k, %v : tensor<2x4x100x64xbf16>, tensor<2x2x70x64xbf16>, tensor<2x2x70x32xbf16>)
+         outs(%o : tensor<2x4x100x32xbf16>) sinks(%s : tensor<4xf32>) scale(0.125) mask(causal) -> tensor<2x4x100x32xbf16>
+  return %r : tensor<2x4x100x32xbf16>
+}

@@ -154,3 +154,23 @@ LogicalResult mlir::flash::verifyScoreModRegion(Operation *op,
            << yield.getValues().size() << " value(s)";
   return success();
 }
+
+LogicalResult mlir::flash::verifySinks(Operation *op, Value sinks,
+                                       RankedTensorType qType, bool isTile) {
+  if (!sinks)
+    return success();
+  auto sType = cast<RankedTensorType>(sinks.getType());
+  if (qType.getRank() < 3)
+    return op->emitOpError("'sinks' are one logit per query head, but 'query' ")
+           << qType << " has no heads dim (it needs [batch..., heads, Lq, D])";
+  if (sType.getRank() != 1 || !isSupportedElementType(sType.getElementType()))
+    return op->emitOpError("'sinks' must be a 1-D tensor of f32, f16 or bf16 "
+                           "(one logit per query head), got ")
+           << sType;
+  int64_t hq = qType.getDimSize(qType.getRank() - 3);
+  if (!isTile && conflict(sType.getDimSize(0), hq))
+    return op->emitOpError("'sinks' ")
+           << sType << " must have one logit per query head (" << hq
+           << " in 'query' " << qType << ")";
+  return success();
+}

@@ -78,7 +78,8 @@ struct FoldOutputTruncation : OpRewritePattern<AttentionOp> {
     inits[0] = narrowInit;
     auto fused = AttentionOp::create(
         rewriter, op.getLoc(), TypeRange(ValueRange(inits)), op.getQuery(),
-        op.getKey(), op.getValue(), inits, op.getCaptures(), op.getOffsets(),
+        op.getKey(), op.getValue(), inits, op.getCaptures(), op.getSinks(),
+        op.getOffsets(),
         op.getQueryLen(), op.getScaleAttr(), op.getMaskAttr());
     rewriter.inlineRegionBefore(op.getScoreMod(), fused.getScoreMod(),
                                 fused.getScoreMod().end());
@@ -100,11 +101,17 @@ struct DropIdentityOffsets : OpRewritePattern<AttentionOp> {
                                 PatternRewriter &rewriter) const override {
     if (!op.hasOffsets())
       return failure();
-    bool unused = op.getMaskOrNone().isNone() && !op.hasScoreMod();
+    // Sinks are read at the absolute head: the offsets matter unless the
+    // tile holds all of their heads.
+    Value sinks = op.getSinks();
+    bool allSinks =
+        !sinks || cast<RankedTensorType>(sinks.getType()).getDimSize(0) ==
+                      op.getQueryType().getDimSize(op.getNumBatchDims() - 1);
+    bool unused = op.getMaskOrNone().isNone() && !op.hasScoreMod() && !sinks;
     bool identity =
         llvm::all_of(op.getOffsets(),
                      [](Value v) { return isConstantIntValue(v, 0); }) &&
-        isOwnQueryLength(op, op.getQueryLen());
+        isOwnQueryLength(op, op.getQueryLen()) && allSinks;
     if (!unused && !identity)
       return failure();
     rewriter.modifyOpInPlace(op, [&] {

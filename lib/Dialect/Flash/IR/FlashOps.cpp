@@ -174,7 +174,7 @@ void AttentionOp::build(OpBuilder &builder, OperationState &state, Value query,
                         Value key, Value value, ValueRange inits,
                         ValueRange captures, float scale, MaskAttr mask) {
   build(builder, state, TypeRange(inits), query, key, value, inits, captures,
-        /*offsets=*/ValueRange(), /*query_len=*/Value(),
+        /*sinks=*/Value(), /*offsets=*/ValueRange(), /*query_len=*/Value(),
         builder.getF32FloatAttr(scale),
         (mask && !mask.isNone()) ? mask : MaskAttr());
   // The score_mod region exists but stays empty until a caller fills it.
@@ -259,6 +259,8 @@ LogicalResult AttentionOp::verify() {
     return emitOpError("has ")
            << getCaptures().size()
            << " captures but no score_mod region to read them";
+  if (failed(verifySinks(*this, getSinks(), qType, hasOffsets())))
+    return failure();
   return verifyOffsets(*this);
 }
 
@@ -398,4 +400,12 @@ SmallVector<Value> mlir::flash::buildAbsoluteIndices(OpBuilder &b, Location loc,
 
 Value mlir::flash::getAlignmentQueryLength(AttentionOp op, Value lq) {
   return op.hasOffsets() ? op.getQueryLen() : lq;
+}
+
+Value mlir::flash::buildSinkLogit(OpBuilder &b, Location loc, Value sinks,
+                                  ValueRange batch) {
+  Value x = tensor::ExtractOp::create(b, loc, sinks, batch.back());
+  if (!x.getType().isF32())
+    x = arith::ExtFOp::create(b, loc, b.getF32Type(), x);
+  return x;
 }

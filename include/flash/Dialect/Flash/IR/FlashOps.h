@@ -52,6 +52,10 @@ Value getAlignmentQueryLength(AttentionOp op, Value lq);
 Value buildScoreMod(OpBuilder &b, AttentionOp op, Value s, ValueRange batch,
                     Value i, Value j);
 
+/// The sink logit of the row at absolute batch indices `batch` (its query
+/// head is the last) as f32: `sinks[batch.back()]`. `sinks` must be present.
+Value buildSinkLogit(OpBuilder &b, Location loc, Value sinks, ValueRange batch);
+
 /// The shapes of `inits` (the results of a destination-style attention op).
 void reifyInitShapes(OpBuilder &builder, Location loc, ValueRange inits,
                      ReifiedRankedShapedTypeDims &shapes);
@@ -69,6 +73,12 @@ LogicalResult verifyAttentionShapes(Operation *op, RankedTensorType query,
                                     RankedTensorType key,
                                     RankedTensorType value,
                                     RankedTensorType out, StringRef outName);
+/// The rules on `sinks` (null: none) for a query of type `query`: a 1-D
+/// float tensor of the query heads (the last batch dim). `isTile`: the op
+/// carries offsets, so its heads are a slice of the sinks' and only the
+/// rank and type are checked.
+LogicalResult verifySinks(Operation *op, Value sinks, RankedTensorType query,
+                          bool isTile);
 /// The rules on a score_mod region with `numIndices` index arguments and
 /// these captures (argument types, the yielded f32 score).
 LogicalResult verifyScoreModRegion(Operation *op, Region &scoreMod,

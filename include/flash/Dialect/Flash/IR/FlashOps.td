@@ -30,6 +30,15 @@ def Flash_AttentionOp : Flash_Op<"attention", [
     lse[b, i]    = log sum_j exp(s[j])      (-inf for a fully masked row)
     ```
 
+    With `sinks` (a float tensor `[Hq]`, one learned logit per query head, as
+    gpt-oss uses; the op needs a heads dim), each row's softmax also counts
+    the sink as a key whose value is zero: `p = exp(s) / (exp(sinks[h]) +
+    sum_j exp(s[j]))` and `lse = log(exp(sinks[h]) + sum_j exp(s[j]))`, so
+    a fully masked row gives 0 and `lse = sinks[h]`. Equivalently, from the
+    result `(o, lse)` without sinks: `lse' = logaddexp(lse, sinks[h])`,
+    `o' = o * exp(lse - lse')`. Like the captures, `sinks` is whole in a tile
+    and read at the absolute head.
+
     `b'` equals `b` except in the last batch dim (heads): when key/value have
     `Hkv` heads and query has `Hq = G * Hkv`, query head `h` reads key/value
     head `h / G` (grouped-query attention; `Hkv = 1` is multi-query).
@@ -92,6 +101,7 @@ def Flash_AttentionOp : Flash_Op<"attention", [
     AnyRankedTensor:$value,
     Variadic<AnyRankedTensor>:$inits,
     Variadic<AnyRankedTensor>:$captures,
+    Optional<AnyRankedTensor>:$sinks,
     Variadic<Index>:$offsets,
     Optional<Index>:$query_len,
     F32Attr:$scale,
@@ -103,6 +113,7 @@ def Flash_AttentionOp : Flash_Op<"attention", [
     `ins` `(` $query `,` $key `,` $value `:` type($query) `,` type($key) `,` type($value) `)`
     `outs` `(` $inits `:` type($inits) `)`
     (`captures` `(` $captures^ `:` type($captures) `)`)?
+    (`sinks` `(` $sinks^ `:` type($sinks) `)`)?
     (`offsets` `(` $offsets^ `)` `query_len` `(` $query_len `)`)?
     `scale` `(` custom<Scale>($scale) `)`
     (`mask` `(` custom<MaskClause>($mask)^ `)`)?
