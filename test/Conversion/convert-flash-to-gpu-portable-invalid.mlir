@@ -28,20 +28,3 @@ func.func @tile_with_offsets(%q: memref<2x16x64xbf16>, %k: memref<2x40x64xbf16>,
          -> tensor<2x16x64xbf16>
   return
 }
-
-// -----
-
-// Attention sinks are not in the kernels' epilogues yet: refused, never
-// lowered as a softmax without them.
-func.func @sinks(%q: memref<2x16x64xbf16>, %k: memref<2x40x64xbf16>,
-                 %o: memref<2x16x64xbf16>, %s: memref<2xf32>) {
-  %qt = bufferization.to_tensor %q restrict : memref<2x16x64xbf16> to tensor<2x16x64xbf16>
-  %kt = bufferization.to_tensor %k restrict : memref<2x40x64xbf16> to tensor<2x40x64xbf16>
-  %ot = bufferization.to_tensor %o restrict writable : memref<2x16x64xbf16> to tensor<2x16x64xbf16>
-  %st = bufferization.to_tensor %s restrict : memref<2xf32> to tensor<2xf32>
-  // expected-error @+1 {{convert-flash-to-gpu: attention sinks are not supported by the GPU kernels yet}}
-  %r = flash.attention ins(%qt, %kt, %kt : tensor<2x16x64xbf16>, tensor<2x40x64xbf16>, tensor<2x40x64xbf16>)
-         outs(%ot : tensor<2x16x64xbf16>) sinks(%st : tensor<2xf32>) scale(0.125)
-         -> tensor<2x16x64xbf16>
-  return
-}

@@ -45,12 +45,6 @@ FailureOr<OperandBuffers> gpu_lowering::operandBuffers(AttentionOp op) {
         "convert-flash-to-gpu: a tile of a larger attention (offsets / "
         "query_len) is not supported by the GPU kernels; lower the untiled "
         "op, or tile for the CPU path");
-  // Every kernel's epilogue would have to count the sink; until they do,
-  // dropping it would be a silently different softmax.
-  if (op.getSinks())
-    return op.emitOpError(
-        "convert-flash-to-gpu: attention sinks are not supported by the GPU "
-        "kernels yet; lower the op with flash-cpu-pipeline");
   // Destination-passing style: every tensor is a view of a device buffer.
   auto need = [&](Value t, StringRef what) {
     return deviceBuffer(op, t, what);
@@ -78,6 +72,12 @@ FailureOr<OperandBuffers> gpu_lowering::operandBuffers(AttentionOp op) {
     if (failed(m))
       return failure();
     bufs.captures.push_back(*m);
+  }
+  if (Value sinks = op.getSinks()) {
+    FailureOr<Value> m = need(sinks, "sinks");
+    if (failed(m))
+      return failure();
+    bufs.sinks = *m;
   }
   if (op.hasScoreMod() &&
       failed(checkCaptureReads(op.getScoreMod(), op.getNumBatchDims())))

@@ -79,6 +79,9 @@ struct KernelSpec {
   double scale = 1.0;
   Region *scoreMod = nullptr;           // not owned; cloned per element
   SmallVector<MemRefType> captureTypes; // memref twins of the captures
+  // memref<?xT> of the op's sinks, null without; each row's epilogue merges
+  // its head's sink (finishRow), or the combine does after a split.
+  MemRefType sinksType;
   // flash.varlen_attention: Q, K, V, O packed [tokens, heads, D], LSE
   // [heads, tokens]; each CTA finds its sequence (varlenSequenceBlock).
   bool varlen = false;
@@ -145,6 +148,7 @@ KernelConfig resolveWgmmaConfig(const GPUKernelOptions &options,
 struct OperandBuffers {
   Value q, k, v, out, lse; // lse null without an LSE result
   SmallVector<Value> captures;
+  Value sinks; // [Hq], null without sinks
   // flash.paged_attention: k and v are the page pools, read through these.
   Value blockTable, seqLens;
   // flash.varlen_attention: the packed sequences' offsets.
@@ -298,6 +302,9 @@ struct MemrefKernelSpec {
   Type qElem, kElem, vElem, oElem;
   MaskAttr mask;
   bool hasLse = false;
+  // The op has sinks: a memref<?xT> argument after the captures, merged
+  // into each finished row (finishRow).
+  bool hasSinks = false;
   double scale = 1.0;
   Region *scoreMod = nullptr; // not owned; inlined per element
 };
@@ -344,6 +351,7 @@ Value dynamicOuterView(ImplicitLocOpBuilder &b, Value m, int64_t nb);
 struct MemrefKernelArgs {
   Value q, k, v, out, lse, hkv;
   SmallVector<Value> batchSizes, captures;
+  Value sinks;
   Value blockTable, seqLens;
   Value cuSeqlensQ, cuSeqlensK;
   MemrefKernelArgs(Block &entry, const MemrefKernelSpec &spec);
@@ -468,8 +476,8 @@ gpu::GPUFuncOp buildSplitKVKernel(OpBuilder &b, Location loc,
 /// Warps per CTA of the combine kernel.
 constexpr int64_t kSplitKVCombineWarps = 4;
 /// The combine kernel, named `combine`. Arguments: the partial outputs and
-/// lse, out [bh, Lq, Dv], [lse [bh, Lq]], and the warps per row (1, 2 or 4:
-/// a CTA serves 4 / that rows).
+/// lse, out [bh, Lq, Dv], [lse [bh, Lq]], [sinks [Hq] (spec.hasSinks)], and
+/// the warps per row (1, 2 or 4: a CTA serves 4 / that rows).
 gpu::GPUFuncOp buildSplitKVCombineKernel(OpBuilder &b, Location loc,
                                          gpu::GPUModuleOp module,
                                          const MemrefKernelSpec &spec,
@@ -496,7 +504,7 @@ std::pair<MemRefType, MemRefType> splitPartialTypes(MLIRContext *ctx,
                                                     int64_t dv);
 /// The combine kernel's argument types for an output (and lse) memref.
 SmallVector<Type> splitCombineArgTypes(MLIRContext *ctx, int64_t dv, Type out,
-                                       Type lse);
+                                       Type lse, Type sinks = Type());
 struct SplitPartials {
   Value out, lse, token;
 };
@@ -506,10 +514,11 @@ SplitPartials allocSplitPartials(ImplicitLocOpBuilder &b, Value stream,
                                  Value splits, Value multi, Value rows,
                                  int64_t dv);
 /// When `multi`, launches `combine` over the `rows` rows of `out` [bh, Lq,
-/// Dv] (and `lse` [bh, Lq], or null); then frees the partials.
+/// Dv] (and `lse` [bh, Lq], or null; with `sinks` [Hq], or null, merged
+/// into each row); then frees the partials.
 void combineAndFreePartials(ImplicitLocOpBuilder &b, gpu::GPUFuncOp combine,
                             const SplitPartials &p, Value out, Value lse,
-                            Value splits, Value multi, Value rows,
+                            Value sinks, Value splits, Value multi, Value rows,
                             Value stream);
 
 /// Replaces `op` (a flash.attention or flash.paged_attention) by the split

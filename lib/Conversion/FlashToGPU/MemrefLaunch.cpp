@@ -43,6 +43,7 @@ FailureOr<MemrefKernelSpec> gpu_lowering::memrefKernelSpec(AttentionOp op,
   spec.scale = op.getScale().convertToDouble();
   spec.scoreMod = op.hasScoreMod() ? &op.getScoreMod() : nullptr;
   spec.numCaptures = op.getCaptures().size();
+  spec.hasSinks = op.getSinks() != nullptr;
   spec.lq = op.getQueryType().getDimSize(nb);
   if (nb > 0) {
     spec.hq = op.getQueryType().getDimSize(nb - 1);
@@ -163,6 +164,8 @@ MemrefKernelArgs::MemrefKernelArgs(Block &entry, const MemrefKernelSpec &spec) {
     batchSizes.push_back(entry.getArgument(a++));
   for (int64_t i = 0; i < spec.numCaptures; ++i)
     captures.push_back(entry.getArgument(a++));
+  if (spec.hasSinks)
+    sinks = entry.getArgument(a++);
   if (spec.pageSize > 0) {
     blockTable = entry.getArgument(a++);
     seqLens = entry.getArgument(a++);
@@ -245,6 +248,8 @@ MemrefLaunchArgs gpu_lowering::memrefLaunchArgs(ImplicitLocOpBuilder &b,
     r.bhCount = arith::MulIOp::create(b, r.bhCount, s);
   }
   r.args.append(bufs.captures.begin(), bufs.captures.end());
+  if (bufs.sinks)
+    r.args.push_back(castDynamic(b, bufs.sinks, {0}));
   r.lq = memref::DimOp::create(b, bufs.q, nb);
   r.lk = memref::DimOp::create(b, bufs.k, nb);
   return r;

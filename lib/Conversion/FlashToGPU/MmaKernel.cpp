@@ -218,7 +218,9 @@ static gpu::GPUFuncOp buildMmaKernel(OpBuilder &ob, Location loc,
   ValueRange acc = fin.drop_front(4);
   for (int64_t h = 0; h < 2; ++h) {
     Value lTot = quadReduce(b, fin[2 + h], /*isMax=*/false);
-    RowResult row = finishRow(b, fin[h], lTot, args.lse != nullptr);
+    RowResult row =
+        finishRow(b, fin[h], lTot, args.lse != nullptr,
+                  args.sinks ? sinkLog2(b, args.sinks, bh) : Value());
     Value valid =
         arith::CmpIOp::create(b, arith::CmpIPredicate::slt, rows[h], lq);
     auto ifRow = scf::IfOp::create(b, valid, /*withElse=*/false);

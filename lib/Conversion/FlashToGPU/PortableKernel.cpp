@@ -271,8 +271,9 @@ static gpu::GPUFuncOp buildPortableKernel(OpBuilder &ob, Location loc,
   {
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(ifRow.thenBlock());
-    RowResult fin = finishRow(b, tiles.getResult(0), tiles.getResult(1),
-                              lse != nullptr);
+    RowResult fin =
+        finishRow(b, tiles.getResult(0), tiles.getResult(1), lse != nullptr,
+                  args.sinks ? sinkLog2(b, args.sinks, bh) : Value());
     forLoop(b, zero, constIdx(b, Dv), one, {},
             [&](ImplicitLocOpBuilder &ib, Value c, ValueRange) {
               Value x = arith::MulFOp::create(

@@ -53,8 +53,10 @@ gpu::GPUFuncOp gpu_lowering::buildSplitKVCombineKernel(
   Value oPart = entry.getArgument(0);   // [splits, bh·Lq, Dv] f32
   Value lsePart = entry.getArgument(1); // [splits, bh·Lq]
   Value out = entry.getArgument(2);     // [bh, Lq, Dv]
-  Value lse = spec.hasLse ? entry.getArgument(3) : Value(); // [bh, Lq]
-  Value wpr = entry.getArgument(spec.hasLse ? 4 : 3); // warps per row
+  unsigned a = 3;
+  Value lse = spec.hasLse ? entry.getArgument(a++) : Value();    // [bh, Lq]
+  Value sinks = spec.hasSinks ? entry.getArgument(a++) : Value(); // [Hq]
+  Value wpr = entry.getArgument(a);                               // warps per row
 
   // Warp w of the block serves row block·(W / wpr) + w / wpr and, of its
   // splits, those ≡ w mod wpr. Every thread reaches the barriers; only
@@ -214,9 +216,11 @@ gpu::GPUFuncOp gpu_lowering::buildSplitKVCombineKernel(
     }
     acc.push_back(a);
   }
-  RowResult res = finishRow(b, top.m, total, spec.hasLse);
   Value lq = memref::DimOp::create(b, out, 1);
   Value bh = arith::DivUIOp::create(b, row, lq);
+  // The partials saw keys only; the sink is counted here, once per row.
+  RowResult res = finishRow(b, top.m, total, spec.hasLse,
+                            sinks ? sinkLog2(b, sinks, bh) : Value());
   Value q = arith::RemUIOp::create(b, row, lq);
   for (int64_t i = 0; i < perLane; ++i) {
     OpBuilder::InsertionGuard g(b);

@@ -499,7 +499,13 @@ gpu::GPUFuncOp gpu_lowering::buildSplitKVKernel(OpBuilder &ob, Location loc,
   Value lqV = constIdx(b, cfg.lq);
   for (int64_t h = 0; h < 2; ++h) {
     Value lTot = quadReduce(b, fin[2 + h], /*isMax=*/false);
-    RowResult row = finishRow(b, fin[h], lTot, /*withLse=*/true);
+    RowResult partRow = finishRow(b, fin[h], lTot, /*withLse=*/true);
+    // The whole row counts its head's sink; a partial leaves it to the
+    // combine, which counts it once over all splits.
+    RowResult wholeRow =
+        args.sinks ? finishRow(b, fin[h], lTot, /*withLse=*/true,
+                               sinkLog2(b, args.sinks, bhRow[h]))
+                   : partRow;
     Value valid = arith::CmpIOp::create(b, arith::CmpIPredicate::slt, rows[h],
                                         constIdx(b, R));
     auto ifRow = scf::IfOp::create(b, valid, /*withElse=*/false);
@@ -512,6 +518,7 @@ gpu::GPUFuncOp gpu_lowering::buildSplitKVKernel(OpBuilder &ob, Location loc,
       OpBuilder::InsertionGuard gs(b);
       b.setInsertionPointToStart(whole ? ifSingle.thenBlock()
                                        : ifSingle.elseBlock());
+      const RowResult &row = whole ? wholeRow : partRow;
       Value flat = arith::AddIOp::create(
           b, arith::MulIOp::create(b, bhRow[h], lqV), qRow[h]);
       // The thread holds columns 8·n + 2·(lane%4) + {0, 1} of its rows.

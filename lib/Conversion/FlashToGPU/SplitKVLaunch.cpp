@@ -131,11 +131,13 @@ gpu_lowering::splitPartialTypes(MLIRContext *ctx, int64_t dv) {
 
 SmallVector<Type> gpu_lowering::splitCombineArgTypes(MLIRContext *ctx,
                                                      int64_t dv, Type out,
-                                                     Type lse) {
+                                                     Type lse, Type sinks) {
   auto [o, l] = splitPartialTypes(ctx, dv);
   SmallVector<Type> t = {o, l, out};
   if (lse)
     t.push_back(lse);
+  if (sinks)
+    t.push_back(sinks);
   t.push_back(IndexType::get(ctx));
   return t;
 }
@@ -156,7 +158,8 @@ SplitPlan gpu_lowering::planSplits(ImplicitLocOpBuilder &b, Value splits,
 void gpu_lowering::combineAndFreePartials(ImplicitLocOpBuilder &b,
                                           gpu::GPUFuncOp combine,
                                           const SplitPartials &p, Value out,
-                                          Value lse, Value splits, Value multi,
+                                          Value lse, Value sinks,
+                                          Value splits, Value multi,
                                           Value rows, Value stream) {
   Value one = constIdx(b, 1);
   {
@@ -172,6 +175,8 @@ void gpu_lowering::combineAndFreePartials(ImplicitLocOpBuilder &b,
     SmallVector<Value> cargs = {p.out, p.lse, out};
     if (lse)
       cargs.push_back(lse);
+    if (sinks)
+      cargs.push_back(sinks);
     cargs.push_back(wpr);
     Value blocks = arith::CeilDivSIOp::create(
         b, rows,
@@ -201,9 +206,12 @@ LogicalResult gpu_lowering::lowerToSplitKVLaunch(
   for (Value v : a.args)
     argTypes.push_back(v.getType());
   argTypes.append({oPartTy, lsePartTy, b.getIndexType()});
+  // The sinks are the kernel's argument after the captures (memrefLaunchArgs).
+  Value sinks = spec.hasSinks ? a.args[a.args.size() - 1] : Value();
   SmallVector<Type> combineTypes = splitCombineArgTypes(
       ctx, spec.dv, a.args[3].getType(),
-      bufs.lse ? a.args[4].getType() : Type());
+      bufs.lse ? a.args[4].getType() : Type(),
+      sinks ? sinks.getType() : Type());
 
   gpu::GPUFuncOp kernel, combine;
   {
@@ -244,7 +252,7 @@ LogicalResult gpu_lowering::lowerToSplitKVLaunch(
   launchOnStream(b, kernel, splits, grid, cfg.threads(),
                  cfg.smemBytes(spec.d, spec.dv), args, stream);
   combineAndFreePartials(b, combine, parts, a.args[3],
-                         bufs.lse ? a.args[4] : Value(), splits, multi,
+                         bufs.lse ? a.args[4] : Value(), sinks, splits, multi,
                          rowsTotal, stream);
   replaceWithDestinations(rewriter, op, bufs);
   return success();

@@ -377,15 +377,22 @@ PartialMerge gpu_lowering::mergePartial(ImplicitLocOpBuilder &b, Value m,
 }
 
 RowResult gpu_lowering::finishRow(ImplicitLocOpBuilder &b, Value m, Value l,
-                                  bool withLse) {
+                                  bool withLse, Value sinkLog2) {
   Value zero = constF32(b, 0.0), one = constF32(b, 1.0);
+  Value rescale;
+  if (sinkLog2) {
+    PartialMerge s = mergePartial(b, m, l, sinkLog2, one);
+    m = s.m;
+    l = s.l;
+    rescale = s.alpha;
+  }
   RowResult r;
   // A row is dead when its sum is 0 (it saw no finite score); a NaN sum (a
   // NaN or +inf among its inputs) stays live, so NaN reaches the output and
   // the lse as IEEE arithmetic has it.
   r.live = arith::CmpFOp::create(b, arith::CmpFPredicate::UNE, l, zero);
-  r.inv = arith::SelectOp::create(b, r.live, arith::DivFOp::create(b, one, l),
-                                  zero);
+  r.inv = arith::SelectOp::create(
+      b, r.live, arith::DivFOp::create(b, rescale ? rescale : one, l), zero);
   if (withLse) {
     // lse = ln(sum exp s) = ln 2 · (m + log2 l), m being the running max of
     // the log2-domain scores.
@@ -397,6 +404,16 @@ RowResult gpu_lowering::finishRow(ImplicitLocOpBuilder &b, Value m, Value l,
         constF32(b, -std::numeric_limits<double>::infinity()));
   }
   return r;
+}
+
+Value gpu_lowering::sinkLog2(ImplicitLocOpBuilder &b, Value sinks,
+                             Value flatHead) {
+  Value head = arith::RemUIOp::create(b, flatHead,
+                                      memref::DimOp::create(b, sinks, 0));
+  Value x = memref::LoadOp::create(b, sinks, ValueRange{head});
+  if (!x.getType().isF32())
+    x = arith::ExtFOp::create(b, b.getF32Type(), x);
+  return arith::MulFOp::create(b, x, constF32(b, 1.4426950408889634));
 }
 
 ScoreContext gpu_lowering::makeScoreContext(

@@ -193,8 +193,18 @@ struct RowResult {
   Value lse;  // ln 2 (m + log2 l), or -inf; null unless asked for
 };
 /// The epilogue of one row from its final (m, l): the normaliser of O and
-/// the log-sum-exp.
-RowResult finishRow(ImplicitLocOpBuilder &b, Value m, Value l, bool withLse);
+/// the log-sum-exp. With `sinkLog2` (sinkLog2's value for the row's head)
+/// the sink is merged first as a partial of one key whose value is zero
+/// (mergePartial with pl = 1): it adds to l and its rescale of the
+/// accumulator goes into `inv`, so a row that saw no key still ends at 0
+/// with lse = sink. A kernel whose rows are split-KV partials leaves the
+/// sink to the combine, which must count it once.
+RowResult finishRow(ImplicitLocOpBuilder &b, Value m, Value l, bool withLse,
+                    Value sinkLog2 = Value());
+/// The sink logit of the query head of `flatHead` (a batch·head index; the
+/// head is it modulo the sinks' length) in the kernels' log2 domain,
+/// sinks[h]·log2 e as f32. `sinks` is the op's [Hq] buffer.
+Value sinkLog2(ImplicitLocOpBuilder &b, Value sinks, Value flatHead);
 
 //===-- Accumulator fragments --------------------------------------------===//
 

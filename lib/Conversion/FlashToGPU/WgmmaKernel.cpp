@@ -40,6 +40,7 @@ struct KernelEnv {
   Value tmaQ, tmaK, tmaV, outPtr, lsePtr;
   Value lq, lk, hkv;
   SmallVector<Value> batchSizes, captures;
+  Value sinks; // [Hq], null without sinks
   Value tid, bh, kvbh, q0;
   // A varlen batch: the sequence's first query and key token, and the token
   // count (lq, lk are the sequence's own lengths then).
@@ -730,8 +731,23 @@ void WgmmaConsumer::storeEpilogue(const TileLoopState &fin) {
   Value lFin[2] = {quadReduce(b, fin.st.l[0], false),
                    quadReduce(b, fin.st.l[1], false)};
   bool withLse = spec.hasLse || spec.splitKV;
-  RowResult row[2] = {finishRow(b, fin.st.m[0], lFin[0], withLse),
-                      finishRow(b, fin.st.m[1], lFin[1], withLse)};
+  // The rows' final form counts their head's sink; a split's partial rows
+  // leave it to the combine.
+  RowResult row[2], partRow[2];
+  for (int h = 0; h < 2; ++h) {
+    partRow[h] = finishRow(b, fin.st.m[h], lFin[h], withLse);
+    row[h] = partRow[h];
+    if (!env.sinks)
+      continue;
+    // Row r of batch·head bh is query head bh·G + r / Lq (G query heads
+    // packed per K/V head; G = 1 unpacked).
+    Value flatHead = env.bh;
+    if (spec.packedGroup > 1)
+      flatHead = idxAdd(b, idxMul(b, env.bh, spec.packedGroup),
+                        arith::DivUIOp::create(b, rows[h], env.qLen));
+    row[h] = finishRow(b, fin.st.m[h], lFin[h], withLse,
+                       sinkLog2(b, env.sinks, flatHead));
+  }
   if (!spec.splitKV) {
     storeRows(fin, row, /*partial=*/false);
     return;
@@ -741,7 +757,7 @@ void WgmmaConsumer::storeEpilogue(const TileLoopState &fin) {
   auto ifMulti = scf::IfOp::create(b, multi, /*withElse=*/true);
   OpBuilder::InsertionGuard g(b);
   b.setInsertionPointToStart(ifMulti.thenBlock());
-  storeRows(fin, row, /*partial=*/true);
+  storeRows(fin, partRow, /*partial=*/true);
   b.setInsertionPointToStart(ifMulti.elseBlock());
   storeRows(fin, row, /*partial=*/false);
 }
@@ -921,6 +937,8 @@ gpu::GPUFuncOp gpu_lowering::buildWgmmaKernel(OpBuilder &ob, Location loc,
   argTypes.append(3 + spec.numBatchDims, idx);
   for (MemRefType t : spec.captureTypes)
     argTypes.push_back(t);
+  if (spec.sinksType)
+    argTypes.push_back(spec.sinksType);
   if (spec.pageSize > 0)
     argTypes.append(
         {MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic},
@@ -959,6 +977,8 @@ gpu::GPUFuncOp gpu_lowering::buildWgmmaKernel(OpBuilder &ob, Location loc,
     env.batchSizes.push_back(entry.getArgument(a++));
   for (size_t k = 0; k < spec.captureTypes.size(); ++k)
     env.captures.push_back(entry.getArgument(a++));
+  if (spec.sinksType)
+    env.sinks = entry.getArgument(a++);
   if (spec.pageSize > 0) {
     env.table = entry.getArgument(a++);
     env.seqLens = entry.getArgument(a++);

@@ -225,15 +225,17 @@ static Value packedRows(ImplicitLocOpBuilder &b, Value m, int64_t nb,
 /// `lse2` (null without an LSE result).
 static gpu::GPUFuncOp buildDecodeCombine(OpBuilder &ob, Location loc,
                                          gpu::GPUModuleOp gmod, Type elem,
-                                         int64_t dv, Value o3, Value lse2) {
+                                         int64_t dv, Value o3, Value lse2,
+                                         Type sinksType = Type()) {
   MemrefKernelSpec cspec;
   cspec.dv = dv;
   cspec.hasLse = lse2 != nullptr;
+  cspec.hasSinks = sinksType != nullptr;
   cspec.oElem = elem;
   return buildSplitKVCombineKernel(
       ob, loc, gmod, cspec,
       splitCombineArgTypes(ob.getContext(), dv, o3.getType(),
-                           lse2 ? lse2.getType() : Type()));
+                           lse2 ? lse2.getType() : Type(), sinksType));
 }
 
 /// Launches the decode form: `gx` query blocks of `kBh` heads of `kLq` rows,
@@ -246,7 +248,7 @@ static void launchDecodeForm(ImplicitLocOpBuilder &b, Operation *op,
                              const GPUKernelOptions &options,
                              const ChipInfo &chip, SmallVector<Value> args,
                              Value gx, Value kBh, Value kLq, Value keyTiles,
-                             Value o3, Value lse2, Value stream) {
+                             Value o3, Value lse2, Value sinks, Value stream) {
   SmemLayout layout(cfg, spec);
   int64_t resident = std::clamp<int64_t>(
       (chip.maxDynamicSmemPerBlock + 1024) / (layout.total + 1024), 1,
@@ -263,8 +265,8 @@ static void launchDecodeForm(ImplicitLocOpBuilder &b, Operation *op,
                plan.splits, plan.tilesPerSplit});
   launchOnStream(b, kernel, arith::MulIOp::create(b, gx, plan.splits), kBh,
                  cfg.threads(), layout.total, args, stream);
-  combineAndFreePartials(b, combine, parts, o3, lse2, plan.splits, plan.multi,
-                         rowsTotal, stream);
+  combineAndFreePartials(b, combine, parts, o3, lse2, sinks, plan.splits,
+                         plan.multi, rowsTotal, stream);
 }
 
 static LogicalResult lowerToWgmmaLaunch(RewriterBase &rewriter, AttentionOp op,
@@ -292,6 +294,10 @@ static LogicalResult lowerToWgmmaLaunch(RewriterBase &rewriter, AttentionOp op,
     spec.scoreMod = &op.getScoreMod();
   for (Value c : captures)
     spec.captureTypes.push_back(cast<MemRefType>(c.getType()));
+  if (bufs.sinks)
+    spec.sinksType = MemRefType::get(
+        {ShapedType::kDynamic},
+        cast<MemRefType>(bufs.sinks.getType()).getElementType());
   std::optional<WgmmaDecodeForm> decode = wgmmaDecodeForm(op, options);
   spec.splitKV = decode.has_value();
   spec.decodeRows = decode ? decode->rows : 0;
@@ -311,7 +317,8 @@ static LogicalResult lowerToWgmmaLaunch(RewriterBase &rewriter, AttentionOp op,
   gpu::GPUModuleOp gmod = newKernelModule(rewriter, op);
   gpu::GPUFuncOp kernel = buildWgmmaKernel(rewriter, loc, gmod, cfg, spec);
   gpu::GPUFuncOp combine =
-      spec.splitKV ? buildDecodeCombine(rewriter, loc, gmod, elem, dv, o3, lse2)
+      spec.splitKV ? buildDecodeCombine(rewriter, loc, gmod, elem, dv, o3, lse2,
+                                        spec.sinksType)
                    : gpu::GPUFuncOp();
 
   // Host side.
@@ -364,6 +371,11 @@ static LogicalResult lowerToWgmmaLaunch(RewriterBase &rewriter, AttentionOp op,
     args.append({kLq, lk, hkv});
     args.append(kBatch.begin(), kBatch.end());
     args.append(captures.begin(), captures.end());
+    Value sinks;
+    if (bufs.sinks) {
+      sinks = memref::CastOp::create(b, spec.sinksType, bufs.sinks);
+      args.push_back(sinks);
+    }
     Value gx = arith::CeilDivSIOp::create(b, kLq, constIdx(b, cfg.blockM));
     if (cfg.persistent) {
       // As many CTAs as are resident at once, none without a work item.
@@ -381,7 +393,7 @@ static LogicalResult lowerToWgmmaLaunch(RewriterBase &rewriter, AttentionOp op,
       launchDecodeForm(
           b, op, kernel, combine, cfg, spec, options, chip, args, gx, kBh, kLq,
           arith::CeilDivSIOp::create(b, lk, constIdx(b, cfg.blockN)), o3, lse2,
-          stream);
+          sinks, stream);
     }
   }
 
@@ -628,7 +640,7 @@ LogicalResult gpu_lowering::lowerPagedToWgmmaLaunch(
     launchDecodeForm(
         b, op, kernel, combine, cfg, spec, options, chip, args, gx, kBh, kLq,
         arith::CeilDivSIOp::create(b, capacity, constIdx(b, cfg.blockN)), o3,
-        lse2, stream);
+        lse2, /*sinks=*/Value(), stream);
   }
   replaceWithDestinations(rewriter, op, bufs);
   return success();
