@@ -242,9 +242,27 @@ def _score_mod_ir(q_shape, k_shape, bias=None, softcap=None, alibi_slopes=None,
     return caps, _captures_clause(caps), region
 
 
+def _sinks_ir(q_shape, dtype, sinks):
+    """attention_ir's sinks=(shape, element type), checked against q: [Hq] of
+    float32 or q's element type."""
+    shape, elt = sinks
+    shape = tuple(_check_dim("sinks shape", d) for d in shape)
+    name = _TYPE_NAMES.get(str(elt).replace("torch.", ""))
+    if name not in ("f32", dtype):
+        raise TypeError("sinks must be float32 or q's dtype (%s), got %r" % (dtype, elt))
+    if len(q_shape) < 3:
+        raise ValueError("sinks are one logit per query head: q needs a heads dim "
+                         "[batch..., Hq, Lq, D], got q of shape %s" % (tuple(q_shape),))
+    if shape != (q_shape[-3],):
+        raise ValueError("sinks must have shape [Hq] = (%d,) (q's heads, q.shape[-3]), got %s"
+                         % (q_shape[-3], shape))
+    return shape, name
+
+
 def attention_ir(q_shape, k_shape, v_shape, dtype="f32", *, scale=None, causal=False,
                  window=None, align="top_left", lse=False, dynamic=False, bias=None,
-                 softcap=None, alibi_slopes=None, score_mod=None, name=FUNC_NAME):
+                 softcap=None, alibi_slopes=None, score_mod=None, sinks=None,
+                 name=FUNC_NAME):
     """The module attention() compiles: one function in destination-passing
     style on memrefs (q, k, v, out[, lse]) with a C interface, the form both
     flash-cpu-pipeline and flash-gpu-pipeline take.
@@ -261,8 +279,13 @@ def attention_ir(q_shape, k_shape, v_shape, dtype="f32", *, scale=None, causal=F
     its non-broadcast dims (its shape without the size-1 dims);
     alibi_slopes=shape ([heads] or [batch, heads], f32), read after it.
     score_mod=(captures, region), traced_score_mod's, instead of those: the
-    region and its captures, read after the outputs in order."""
+    region and its captures, read after the outputs in order.
+    sinks=(shape, element type): one learned logit per query head ([Hq],
+    float32 or dtype), counted in each row's softmax denominator as a key of
+    value zero (gpt-oss); the last argument, after lse and the captures."""
     q_shape, k_shape, v_shape, scale = _checked_signature(q_shape, k_shape, v_shape, scale)
+    if sinks is not None:
+        sinks = _sinks_ir(q_shape, dtype, sinks)
     if dynamic and (bias is not None or softcap is not None or alibi_slopes is not None
                     or score_mod is not None):
         raise ValueError("bias=, softcap=, alibi_slopes= and score_mod= need static shapes "
@@ -280,6 +303,10 @@ def attention_ir(q_shape, k_shape, v_shape, dtype="f32", *, scale=None, causal=F
         args.append(("lse", l_shape, "f32", True))
     n_out = len(args) - 3
     args += [(n, sh, e, False) for n, sh, e in caps]
+    sinks_clause = ""
+    if sinks is not None:
+        args.append(("sinks", sinks[0], sinks[1], False))
+        sinks_clause = " sinks(%%sinks_t : %s)" % _tensor(*sinks)
     sig = ", ".join("%%%s: %s" % (n, _memref(s, e)) for n, s, e, _ in args)
     body = []
     for n, s, e, writable in args:
@@ -291,9 +318,9 @@ def attention_ir(q_shape, k_shape, v_shape, dtype="f32", *, scale=None, causal=F
         ", ".join(_tensor(s, e) for _, s, e, _ in outs_args)
     results = ", ".join(_tensor(s, e) for _, s, e, _ in outs_args)
     res = "%r:2" if lse else "%r"
-    body.append("  %s = flash.attention ins(%s) outs(%s)%s scale(%.9e)%s%s -> %s" % (
-        res, ins, outs, captures, scale, _mask_clause(causal, window, align), score_mod,
-        results))
+    body.append("  %s = flash.attention ins(%s) outs(%s)%s%s scale(%.9e)%s%s -> %s" % (
+        res, ins, outs, captures, sinks_clause, scale, _mask_clause(causal, window, align),
+        score_mod, results))
     for i, (n, s, e, _) in enumerate(outs_args):
         value = "%%r#%d" % i if lse else "%r"
         body.append("  bufferization.materialize_in_destination %s in restrict writable %%%s"
@@ -688,6 +715,18 @@ def slopes_type(slopes, kind):
     return tuple(slopes.shape)
 
 
+def sinks_type(sinks, kind, elt, q_shape):
+    """attention_ir's sinks=(shape, element type) of a sinks array: q's kind,
+    float32 or q's dtype, one per query head ([Hq], q.shape[-3])."""
+    skind, sdt = _array_kind("sinks", sinks)
+    if skind != kind:
+        raise TypeError("sinks must be the same kind of array as q (%s), got %s" % (kind, skind))
+    selt = _ARG_TYPES.get(sdt)
+    if selt not in ("f32", elt):
+        raise TypeError("sinks must be float32 or q's dtype, got %s" % sinks.dtype)
+    return _sinks_ir(tuple(q_shape), elt, (tuple(sinks.shape), selt))
+
+
 def _array_kind(name, x):
     """('numpy' | 'torch-cpu' | 'torch-cuda', dtype name without 'torch.') of
     an argument array of any dtype; a TypeError naming it for anything else."""
@@ -769,7 +808,7 @@ def _flex_mods(q, k, score_mod, args, mask_mod, causal, window, align):
 def _kernel_for(q, k, v, scale, causal, window, align, return_lse, dynamic, pipeline, cache,
                 options, bias=None, softcap=None, alibi_slopes=None, block_table=None,
                 seq_lens=None, score_mod=None, score_mod_args=(), cu_seqlens_q=None,
-                cu_seqlens_k=None):
+                cu_seqlens_k=None, sinks=None):
     """The kernel for these arrays and arguments, built or read from the
     cache, with the kind of array and the element type."""
     kinds = [_classify(x) for x in (q, k, v)]
@@ -806,10 +845,11 @@ def _kernel_for(q, k, v, scale, causal, window, align, return_lse, dynamic, pipe
         if score_mod is not None:
             traced = traced_score_mod(score_mod, tuple(q.shape),
                                       score_mod_arg_specs(score_mod_args, kind))
+        sinks_ir = None if sinks is None else sinks_type(sinks, kind, elt, q.shape)
         ir = attention_ir(q.shape, k.shape, v.shape, elt, scale=scale, causal=causal,
                           window=window, align=align, lse=return_lse, dynamic=dynamic,
                           bias=bias_ir, softcap=softcap, alibi_slopes=slopes_ir,
-                          score_mod=traced)
+                          score_mod=traced, sinks=sinks_ir)
     opts = format_options(options)
     key = (ir, device, pipeline, opts, os.environ.get("FLASH_MLIR_CACHE_DIR"))
     with _kernels_lock:
@@ -826,7 +866,7 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align=None,
               return_lse=False, out=None, dynamic=False, pipeline=None, cache=True, bias=None,
               softcap=None, alibi_slopes=None, block_table=None, seq_lens=None,
               score_mod=None, score_mod_args=(), mask_mod=None, cu_seqlens_q=None,
-              cu_seqlens_k=None, **options):
+              cu_seqlens_k=None, sinks=None, **options):
     """Scaled dot-product attention through flash.attention.
 
     q [batch..., Lq, D], k [batch..., Lk, D], v [batch..., Lk, Dv]: NumPy
@@ -844,6 +884,14 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align=None,
     softcap=c: the scaled scores become c·tanh(s / c) (Gemma 2), before the
     bias. alibi_slopes: float32 [Hq] or [B, Hq], ALiBi as FlashAttention
     defines it, − slope·|i + Lk − Lq − j| added after the bias.
+    sinks: attention sinks (gpt-oss), one learned logit per query head: a
+    1-D array [Hq] (Hq = q.shape[-3], so q needs a batch dim) of q's kind,
+    float32 or q's dtype. Each row's softmax counts sinks[h] as one more
+    key whose value is zero: p_j = exp(s_j) / (exp(sinks[h]) + sum_k
+    exp(s_k)), and the lse includes it; a row that sees no key gives 0 and
+    lse = sinks[h]. With every mask, score modification, GQA, out= and
+    dynamic; under autograd it gets its gradient. Not with block_table or
+    cu_seqlens_q.
     score_mod=fn, score_mod_args=(tensors...): any elementwise function of
     the scaled score, written in Python: fn(score, *batch_indices, q_idx,
     kv_idx, *args) is traced once (per function, closure and argument
@@ -899,7 +947,7 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align=None,
     _check_window(window)
     if _capturing(q) and out is None and not dynamic and pipeline is None and cache and \
             all(x is None for x in (bias, softcap, alibi_slopes, block_table, seq_lens,
-                                    score_mod, mask_mod, cu_seqlens_q, cu_seqlens_k)):
+                                    score_mod, mask_mod, cu_seqlens_q, cu_seqlens_k, sinks)):
         # torch.compile / torch.export: one node of the graph, not our ctypes calls.
         from . import torch_library
         torch_library.register()
@@ -937,6 +985,15 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align=None,
         raise ValueError("score_mod_args= without score_mod=")
     paged = block_table is not None or seq_lens is not None
     varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
+    if sinks is not None:
+        if paged or varlen:
+            raise ValueError("sinks= is not supported with %s= (only flash.attention has "
+                             "sinks)" % ("block_table" if paged else "cu_seqlens_q"))
+        # Before autograd can see a torch tensor beside NumPy arrays.
+        skind, qkind = _array_kind("sinks", sinks)[0], _array_kind("q", q)[0]
+        if skind != qkind:
+            raise TypeError("sinks must be the same kind of array as q (%s), got %s"
+                            % (qkind, skind))
     if varlen:
         if cu_seqlens_q is None or cu_seqlens_k is None:
             raise ValueError("cu_seqlens_q= and cu_seqlens_k= go together (a packed batch "
@@ -975,7 +1032,8 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align=None,
                 "not implemented; detach the inputs or call it under torch.no_grad()")
     elif align is None:
         align = "top_left"
-    grads = [x for x in (q, k, v, bias, alibi_slopes) + tuple(score_mod_args) if x is not None]
+    grads = [x for x in (q, k, v, bias, alibi_slopes, sinks) + tuple(score_mod_args)
+             if x is not None]
     if _requires_grad(*grads):
         if out is not None:
             raise ValueError("out= cannot be used when q, k or v require grad")
@@ -984,7 +1042,8 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align=None,
                                    align=align, return_lse=return_lse, dynamic=dynamic,
                                    pipeline=pipeline, cache=cache, options=options,
                                    bias=bias, softcap=softcap, alibi_slopes=alibi_slopes,
-                                   score_mod=score_mod, score_mod_args=score_mod_args)
+                                   score_mod=score_mod, score_mod_args=score_mod_args,
+                                   sinks=sinks)
     fast = None
     if cache:
         try:
@@ -996,7 +1055,8 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align=None,
                     None if block_table is None else _array_key(block_table),
                     None if seq_lens is None else _array_key(seq_lens),
                     None if cu_seqlens_q is None else _array_key(cu_seqlens_q),
-                    None if cu_seqlens_k is None else _array_key(cu_seqlens_k))
+                    None if cu_seqlens_k is None else _array_key(cu_seqlens_k),
+                    None if sinks is None else _array_key(sinks))
             if score_mod is not None:
                 fn_key = score_mod.key
                 if fn_key is None:
@@ -1013,12 +1073,12 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align=None,
         kernel, kind, elt = _kernel_for(q, k, v, scale, causal, window, align, return_lse,
                                         dynamic, pipeline, cache, options, bias, softcap,
                                         alibi_slopes, block_table, seq_lens, score_mod,
-                                        score_mod_args, cu_seqlens_q, cu_seqlens_k)
+                                        score_mod_args, cu_seqlens_q, cu_seqlens_k, sinks)
         if fast is not None:
             _fast_kernels[fast] = (kernel, kind, elt)
     named = (("block_table", block_table), ("seq_lens", seq_lens)) if paged else \
         (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)) if varlen else \
-        (("bias", bias), ("alibi_slopes", alibi_slopes)) + tuple(
+        (("bias", bias), ("alibi_slopes", alibi_slopes), ("sinks", sinks)) + tuple(
             ("score_mod_args[%d]" % n, a) for n, a in enumerate(score_mod_args))
     if kind == "torch-cuda":
         for name, c in named:
@@ -1035,6 +1095,9 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align=None,
     else:
         captures = tuple(c for c in (None if bias is None else bias_capture(q, k, bias),
                                      alibi_slopes) if c is not None)
+    if sinks is not None:
+        # The kernel's last argument, after the captures.
+        captures = tuple(captures) + (sinks,)
     if kind == "torch-cpu":
         import torch
         res = kernel(_host_view(q), _host_view(k), _host_view(v),
@@ -1118,7 +1181,7 @@ def prebuild(q_shape, k_shape, v_shape, dtype, *, device="cuda", scale=None, cau
              window=None, align="top_left", return_lse=False, dynamic=False, pipeline=None,
              grad=False, bias=None, softcap=None, alibi_slopes=None, block_table=None,
              score_mod=None, score_mod_args=(), mask_mod=None, cu_seqlens=None,
-             capture_grads=None, **options):
+             capture_grads=None, sinks=None, **options):
     """Compiles, into the cache, the kernel attention() would run for arrays of
     these shapes and dtype ("bf16" / "bfloat16", "f16" / "float16", "f32" /
     "float32", or a torch or NumPy dtype) with these arguments, and returns its
@@ -1128,6 +1191,11 @@ def prebuild(q_shape, k_shape, v_shape, dtype, *, device="cuda", scale=None, cau
 
     bias=(shape, dtype): the kernel of a call with a bias of that shape and
     dtype (float32 or the dtype of q); softcap=c; alibi_slopes=shape.
+
+    sinks=(shape, dtype): the kernel of a call with sinks of that shape
+    ([Hq]) and dtype (float32 or the dtype of q). With grad=True only the
+    forward takes them: the backward is the one without sinks (autograd
+    gets the sinks' gradient from the forward's lse and output).
 
     score_mod=fn, score_mod_args=[(shape, dtype), ...]: the kernel of a call
     with that score_mod and arguments of those shapes and dtypes (float32,
@@ -1161,6 +1229,10 @@ def prebuild(q_shape, k_shape, v_shape, dtype, *, device="cuda", scale=None, cau
         if belt not in ("f32", elt):
             raise TypeError("bias dtype must be float32 or q's dtype, got %r" % (bdtype,))
         bias_ir = (tuple(shape), belt)
+    if sinks is not None and (cu_seqlens is not None or block_table is not None):
+        raise ValueError("sinks= is not supported with %s= (only flash.attention has sinks)"
+                         % ("cu_seqlens" if cu_seqlens is not None else "block_table"))
+    sinks_ir = None if sinks is None else _sinks_ir(tuple(q_shape), elt, sinks)
     if cu_seqlens is not None:
         if grad or bias is not None or softcap is not None or alibi_slopes is not None \
                 or dynamic or block_table is not None or score_mod is not None:
@@ -1212,7 +1284,8 @@ def prebuild(q_shape, k_shape, v_shape, dtype, *, device="cuda", scale=None, cau
         fwd, bwd = split_options(options, device == "cuda")
         ir = attention_ir(q_shape, k_shape, v_shape, elt, scale=scale, causal=causal,
                           window=window, align=align, lse=True, dynamic=dynamic, bias=bias_ir,
-                          softcap=softcap, alibi_slopes=alibi_slopes, score_mod=traced)
+                          softcap=softcap, alibi_slopes=alibi_slopes, score_mod=traced,
+                          sinks=sinks_ir)
         forward = _library_for(ir, device, pipeline, format_options(fwd))
         # With float captures, the backward that computes all their gradients and the
         # one that computes none (captures that do not require grad), unless told which.
@@ -1230,5 +1303,5 @@ def prebuild(q_shape, k_shape, v_shape, dtype, *, device="cuda", scale=None, cau
     ir = attention_ir(q_shape, k_shape, v_shape, elt, scale=scale, causal=causal,
                       window=window, align=align, lse=return_lse, dynamic=dynamic,
                       bias=bias_ir, softcap=softcap, alibi_slopes=alibi_slopes,
-                      score_mod=traced)
+                      score_mod=traced, sinks=sinks_ir)
     return _library_for(ir, device, pipeline, format_options(options))

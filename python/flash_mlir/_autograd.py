@@ -3,9 +3,11 @@
 The forward runs the fused kernel and keeps only q, k, v, the output and the
 row log-sum-exp; the backward runs flash.attention_grad, which recomputes the
 probabilities from the log-sum-exp instead of reading a stored Lq x Lk
-matrix. On CUDA tensors the options named grad_* (grad_kernel, grad_block_q,
-grad_block_k, ...) configure the backward kernel and the others the forward's;
-chip goes to both.
+matrix. Attention sinks take no part in that kernel: their gradient comes
+from the output and the log-sum-exp (sinks_grad). On CUDA tensors the
+options named grad_* (grad_kernel, grad_block_q, grad_block_k, ...)
+configure the backward kernel and the others the forward's; chip goes to
+both.
 """
 import os
 
@@ -130,27 +132,53 @@ def attention_backward(q, k, v, o, do, lse, *, scale=None, causal=False, window=
     return dq, dk, dv
 
 
+def sinks_grad(sinks, o, do, lse):
+    """The gradient of the sinks [Hq] from the forward's output o, its
+    cotangent do and its (sink-inclusive) row log-sum-exp lse [batch..., Hq, Lq].
+
+    Exact: a sink is a key of value zero whose probability in row r is
+    p_sink = exp(sinks[h] - lse[r]). Its logit enters the row only through
+    the softmax's denominator, so d p_j / d sink = -p_sink p_j for every real
+    key j, and with o = sum_j p_j v_j, dL/d sink = -p_sink (do . o) for the
+    row; the sink's own value is zero, so nothing else depends on it. A sink
+    sums over every batch index and query row of its head."""
+    lse = lse.float()
+    delta = (do.float() * o.float()).sum(-1)
+    logit = sinks.detach().float().reshape(-1, 1)
+    # lse = -inf only where the row has no mass at all (a sink of -inf and no
+    # visible key): its output is 0, and so is its share.
+    p_sink = torch.where(torch.isneginf(lse), torch.zeros_like(lse), torch.exp(logit - lse))
+    dims = [d for d in range(lse.dim()) if d != lse.dim() - 2]
+    dsinks = -(p_sink * delta).double().sum(dim=dims)
+    return dsinks.to(sinks.dtype)
+
+
 class _Attention(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q, k, v, bias, slopes, cfg, *mod_args):
+    def forward(ctx, q, k, v, bias, slopes, sinks, cfg, *mod_args):
         scale, causal, window, align, dynamic, pipeline, cache, options, softcap, fn = cfg
         options, _ = split_options(options, q.is_cuda)
         mod_args = tuple(a.detach() for a in mod_args)
         with torch.no_grad():
+            # The sinks' kernel: its lse counts the sinks, which is what makes
+            # the backward below exact.
             o, lse = am.attention(q.detach(), k.detach(), v.detach(), scale=scale,
                                   causal=causal, window=window, align=align,
                                   return_lse=True, dynamic=dynamic, pipeline=pipeline,
                                   cache=cache, bias=None if bias is None else bias.detach(),
                                   softcap=softcap,
                                   alibi_slopes=None if slopes is None else slopes.detach(),
-                                  score_mod=fn, score_mod_args=mod_args, **options)
+                                  score_mod=fn, score_mod_args=mod_args,
+                                  sinks=sinks.detach() if isinstance(sinks, torch.Tensor)
+                                  else sinks, **options)
         ctx.has_bias, ctx.has_slopes = bias is not None, slopes is not None
+        ctx.has_sinks = sinks is not None
         ctx.num_mod_args = len(mod_args)
         # The backward differentiates the region the forward ran.
         ctx.traced = None if fn is None else am.traced_score_mod(
             fn, tuple(q.shape), am.score_mod_arg_specs(mod_args, am._classify(q)[0]))
-        ctx.save_for_backward(q, k, v, o, lse, *[x for x in (bias, slopes) if x is not None],
-                              *mod_args)
+        ctx.save_for_backward(q, k, v, o, lse,
+                              *[x for x in (bias, slopes, sinks) if x is not None], *mod_args)
         ctx.cfg = cfg
         ctx.mark_non_differentiable(lse)
         return o, lse
@@ -161,6 +189,7 @@ class _Attention(torch.autograd.Function):
         rest = list(ctx.saved_tensors[5:])
         bias = rest.pop(0) if ctx.has_bias else None
         slopes = rest.pop(0) if ctx.has_slopes else None
+        sinks = rest.pop(0) if ctx.has_sinks else None
         mod_args = rest[:ctx.num_mod_args]
         scale, causal, window, align, _, pipeline, _, options, softcap, _ = ctx.cfg
         _, options = split_options(options, q.is_cuda)
@@ -176,28 +205,39 @@ class _Attention(torch.autograd.Function):
             caps.append(slopes.detach())
         caps += list(mod_args)
         # Which float captures' gradients autograd asks for (forward's inputs:
-        # q, k, v, bias, slopes, cfg, *mod_args); the others are not computed.
+        # q, k, v, bias, slopes, sinks, cfg, *mod_args); the others are not computed.
         need = ctx.needs_input_grad
         wanted = ([need[3]] if bias is not None else []) + \
             ([need[4]] if slopes is not None else []) + \
-            [need[6 + i] for i, a in enumerate(mod_args) if a.is_floating_point()]
-        dq, dk, dv, dcaps = _run_grad(q, k, v, o, do, lse, scale, causal, window, align,
-                                      pipeline, options, bias_ir, softcap,
-                                      None if slopes is None else tuple(slopes.shape),
-                                      ctx.traced, caps, wanted)
+            [need[7 + i] for i, a in enumerate(mod_args) if a.is_floating_point()]
+        if any(need[:3]) or any(wanted):
+            # flash.attention_grad knows nothing of sinks and needs not: it
+            # recomputes P = exp(s - lse) from the forward's lse, which counts
+            # the sink, so P is the real keys' probabilities in the sinks'
+            # softmax; and dS = P (dP - rowsum(do o)) is that softmax's
+            # derivative too, since the sink's term p_sink (do . v_sink) in
+            # sum_k p_k dP_k is zero (its value is zero), leaving do . o.
+            dq, dk, dv, dcaps = _run_grad(q, k, v, o, do, lse, scale, causal, window, align,
+                                          pipeline, options, bias_ir, softcap,
+                                          None if slopes is None else tuple(slopes.shape),
+                                          ctx.traced, caps, wanted)
+        else:  # only the sinks' gradient is asked for
+            dq = dk = dv = None
+            dcaps = [None] * len(wanted)
         dbias = dcaps.pop(0) if bias is not None else None
         dbias = None if dbias is None else dbias.reshape(bias.shape)
         dslopes = dcaps.pop(0) if slopes is not None else None
         dargs = [dcaps.pop(0) if a.is_floating_point() else None for a in mod_args]
-        return (dq, dk, dv, dbias, dslopes, None, *dargs)
+        dsinks = sinks_grad(sinks, o, do, lse) if sinks is not None and need[5] else None
+        return (dq, dk, dv, dbias, dslopes, dsinks, None, *dargs)
 
 
 def attention_with_grad(q, k, v, *, scale, causal, window, align, return_lse, dynamic,
                         pipeline, cache, options, bias=None, softcap=None,
-                        alibi_slopes=None, score_mod=None, score_mod_args=()):
+                        alibi_slopes=None, score_mod=None, score_mod_args=(), sinks=None):
     """The forward honours every keyword of attention(); the backward kernel
     is built for the arrays' shapes (and cached like every kernel)."""
-    o, lse = _Attention.apply(q, k, v, bias, alibi_slopes,
+    o, lse = _Attention.apply(q, k, v, bias, alibi_slopes, sinks,
                               (scale, causal, window, align, dynamic, pipeline, cache, options,
                                softcap, score_mod), *score_mod_args)
     return (o, lse) if return_lse else o

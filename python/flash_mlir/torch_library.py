@@ -11,7 +11,7 @@ the output and the f32 row log-sum-exp, has a fake (meta) implementation that gi
 shapes and dtypes without running anything, and a backward (flash.attention_grad, P
 recomputed from the lse) for autograd. attention() calls it by itself while torch is
 capturing a graph (torch.compiler.is_compiling()) for the arguments the schema carries (no
-score_mod, mask_mod, bias, paged or packed batches, out=, dynamic). On torch older than 2.4
+score_mod, mask_mod, bias, sinks, paged or packed batches, out=, dynamic). On torch older than 2.4
 (no torch.library.custom_op) the operator is registered with torch.library.Library, its
 CPU, CUDA, Meta and Autograd kernels given one by one.
 """
