@@ -86,3 +86,39 @@ def varlen_attention_ref(q, k, v, cu_q, cu_k, out, lse, scale=None, causal=False
         out[q0:q1] = o.transpose(1, 0, 2)
         lse[:, q0:q1] = l
     return out, lse
+
+
+def sinks_attention_ref(q, k, v, sinks, scale=None, causal=False, window=None,
+                        align="top_left", score_mod=None, visible=None):
+    """(out, lse) of attention with sinks (gpt-oss): the scaled scores with
+    sinks[h] appended as one more column, a softmax over that row, the column
+    dropped again (the sink is a key whose value is zero). score_mod(s, i, j)
+    rewrites the scaled scores before the mask; `visible` (broadcast to the
+    scores) masks them further."""
+    q, k, v = (np.asarray(x, dtype=np.float64) for x in (q, k, v))
+    sinks = np.asarray(sinks, dtype=np.float64)
+    if scale is None:
+        scale = 1.0 / np.sqrt(q.shape[-1])
+    group = q.shape[-3] // k.shape[-3]
+    k, v = np.repeat(k, group, axis=-3), np.repeat(v, group, axis=-3)
+    s = scale * np.einsum("...id,...jd->...ij", q, k)
+    lq, lk = s.shape[-2:]
+    i = np.arange(lq)[:, None]
+    j = np.arange(lk)[None, :]
+    if score_mod is not None:
+        s = score_mod(s, i, j)
+    diag = i + (lk - lq if align == "bottom_right" else 0)
+    allowed = np.ones((lq, lk), bool)
+    if causal or window is not None:
+        allowed = j <= diag
+    if window is not None:
+        allowed &= j > diag - window
+    if visible is not None:
+        allowed = allowed & visible
+    s = np.where(allowed, s, -np.inf)
+    column = np.broadcast_to(sinks.reshape(-1, 1, 1), s.shape[:-1] + (1,))
+    t = np.concatenate([s, column], axis=-1)
+    m = t.max(axis=-1, keepdims=True)
+    e = np.exp(t - m)
+    l = e.sum(axis=-1, keepdims=True)
+    return (e / l)[..., :-1] @ v, (m + np.log(l))[..., 0]
