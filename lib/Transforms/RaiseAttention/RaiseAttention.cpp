@@ -495,7 +495,8 @@ bool Raiser::run(linalg::LinalgOp pv) {
   } else if (failed(sm)) {
     return fail();
   }
-  Node *x = sm->scores;
+  // A frontend's own row-max shift before the softmax changes nothing.
+  Node *x = peelRowMaxShift(t, sm->scores);
   if (!isa<FloatType>(x->type)) {
     why = {pvOp, "the softmax runs on integer scores (quantized softmax)"};
     return fail();

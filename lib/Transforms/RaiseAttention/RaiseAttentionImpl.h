@@ -204,6 +204,10 @@ FailureOr<SoftmaxMatch> matchDeferredSoftmax(ScoreTracer &t, Node *p, Node *z,
 /// Whether `n` (over the score space, constant in j) is the row log-sum-exp
 /// of `x`: max_j X + log sum_j exp(X - max_j X), or log sum_j exp(X).
 bool isRowLogSumExp(ScoreTracer &t, Node *n, Node *x);
+/// `x` without a row-max shift X - max_j X in front of it (a frontend's
+/// own shift before a softmax that subtracts the max again; softmax is
+/// shift invariant); `x` itself if it has none.
+Node *peelRowMaxShift(ScoreTracer &t, Node *x);
 
 //===- Score modification (ScoreMod.cpp) ----------------------------------===//
 struct ScoreModPlan {

@@ -297,3 +297,24 @@ bool raise::isRowLogSumExp(ScoreTracer &t, Node *n, Node *x) {
   }
   return logOfSum(n, /*subtractsMax=*/false);
 }
+
+Node *raise::peelRowMaxShift(ScoreTracer &t, Node *x) {
+  SmallVector<Node *> casts;
+  Node *s = x;
+  while (s->isOp("arith.extf") || s->isOp("arith.truncf")) {
+    casts.push_back(s);
+    s = s->operands[0];
+  }
+  if (!s->isOp("arith.subf") ||
+      stripCasts(s->operands[1])->kind != Node::Kind::Reduce)
+    return x;
+  Refusal ignored;
+  FailureOr<Node *> inner = matchRowMax(t, s->operands[1], ignored, nullptr);
+  if (failed(inner) ||
+      !structurallyEqual(stripCasts(*inner), stripCasts(s->operands[0])))
+    return x;
+  Node *r = peelRowMaxShift(t, s->operands[0]);
+  for (Node *c : llvm::reverse(casts))
+    r = t.rebuild(c, {r});
+  return r;
+}

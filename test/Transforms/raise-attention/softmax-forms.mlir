@@ -431,3 +431,42 @@ func.func @fused_exp_and_sum(%q: tensor<2x10x16xf32>, %k: tensor<2x12x16xf32>, %
   %o = linalg.batch_matmul ins(%p, %v : tensor<2x10x12xf32>, tensor<2x12x8xf32>) outs(%pv_f : tensor<2x10x8xf32>) -> tensor<2x10x8xf32>
   return %o : tensor<2x10x8xf32>
 }
+
+// -----
+
+// CHECK-LABEL: func @row_max_shift_then_softmax
+// CHECK: flash.attention ins(%{{.+}}, %{{.+}}, %{{.+}} : tensor<2x10x16xf32>, tensor<2x12x16xf32>, tensor<2x12x8xf32>)
+// CHECK-SAME: scale(1.0) -> tensor<2x10x8xf32>
+// CHECK-NOT: score_mod
+// CHECK-NOT: arith.maximumf
+// x - x.max(-1, keepdim) before a softmax that subtracts its own max again
+// (gpt-oss): the shift changes nothing and is peeled.
+func.func @row_max_shift_then_softmax(%q: tensor<2x10x16xf32>, %k: tensor<2x12x16xf32>, %v: tensor<2x12x8xf32>) -> tensor<2x10x8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %qk_e = tensor.empty() : tensor<2x10x12xf32>
+  %qk_f = linalg.fill ins(%zero : f32) outs(%qk_e : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %s = linalg.batch_matmul indexing_maps = [
+      affine_map<(b, i, j, d) -> (b, i, d)>, affine_map<(b, i, j, d) -> (b, j, d)>,
+      affine_map<(b, i, j, d) -> (b, i, j)>]
+      ins(%q, %k : tensor<2x10x16xf32>, tensor<2x12x16xf32>) outs(%qk_f : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %mx_e = tensor.empty() : tensor<2x10x1xf32>
+  %mx_f = linalg.fill ins(%ninf : f32) outs(%mx_e : tensor<2x10x1xf32>) -> tensor<2x10x1xf32>
+  %mx = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b, 0)>], iterator_types = ["parallel", "parallel", "reduction"]} ins(%s : tensor<2x10x12xf32>) outs(%mx_f : tensor<2x10x1xf32>) {
+  ^bb0(%x0: f32, %acc: f32):
+    %r = arith.maximumf %x0, %acc : f32
+    linalg.yield %r : f32
+  } -> tensor<2x10x1xf32>
+  %sh_e = tensor.empty() : tensor<2x10x12xf32>
+  %sh = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b, 0)>, affine_map<(a, b, c) -> (a, b, c)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%s, %mx : tensor<2x10x12xf32>, tensor<2x10x1xf32>) outs(%sh_e : tensor<2x10x12xf32>) {
+  ^bb0(%x0: f32, %x1: f32, %o: f32):
+    %y = arith.subf %x0, %x1 : f32
+    linalg.yield %y : f32
+  } -> tensor<2x10x12xf32>
+  %softmax_e = tensor.empty() : tensor<2x10x12xf32>
+  %p = linalg.softmax dimension(2) ins(%sh : tensor<2x10x12xf32>) outs(%softmax_e : tensor<2x10x12xf32>) -> tensor<2x10x12xf32>
+  %pv_e = tensor.empty() : tensor<2x10x8xf32>
+  %pv_f = linalg.fill ins(%zero : f32) outs(%pv_e : tensor<2x10x8xf32>) -> tensor<2x10x8xf32>
+  %o = linalg.batch_matmul ins(%p, %v : tensor<2x10x12xf32>, tensor<2x12x8xf32>) outs(%pv_f : tensor<2x10x8xf32>) -> tensor<2x10x8xf32>
+  return %o : tensor<2x10x8xf32>
+}
