@@ -378,6 +378,10 @@ bool Raiser::run(linalg::LinalgOp pv) {
   std::unique_ptr<ScoreTracer> tracer;
   PVLayout layout;
   Node *p = nullptr;
+  // Or the kept columns of a softmax with a sink column.
+  std::optional<SinkMatch> sink;
+  SinkResult sinkResult = SinkResult::NotCandidate;
+  Refusal sinkWhy;
   for (unsigned o = 0; o < 2 && !p; ++o) {
     const auto &pSide = o == 0 ? dims->m : dims->n;
     const auto &vSide = o == 0 ? dims->n : dims->m;
@@ -391,10 +395,17 @@ bool Raiser::run(linalg::LinalgOp pv) {
         scoreSpaceMap(pv, l.batchLoops, l.iLoop, l.jLoop, extents);
     auto t = std::make_unique<ScoreTracer>(ctx, extents);
     Node *n = t->trace(pv.getDpsInputs()[o], pvMaps[o].compose(loopMap));
-    if (isCandidateTree(n)) {
+    SinkMatch sm;
+    SinkResult sr = SinkResult::NotCandidate;
+    if (!isCandidateTree(n))
+      sr = matchSinkSoftmax(*t, n, sm, sinkWhy, pv.getOperation());
+    if (isCandidateTree(n) || sr != SinkResult::NotCandidate) {
       p = n;
       layout = l;
       tracer = std::move(t);
+      sinkResult = sr;
+      if (sr == SinkResult::Matched)
+        sink = std::move(sm);
     }
   }
   if (!p)
@@ -422,11 +433,21 @@ bool Raiser::run(linalg::LinalgOp pv) {
   }
 
   // Link 1: P is a softmax over j, or its numerator when the row sum
-  // divides the second matmul's result instead (deferred normalisation).
-  FailureOr<SoftmaxMatch> sm = matchSoftmax(t, p, why, pvOp);
+  // divides the second matmul's result instead (deferred normalisation),
+  // or the scores' columns of a softmax with a sink column.
+  if (sinkResult == SinkResult::Refused) {
+    why = sinkWhy;
+    return fail();
+  }
+  FailureOr<SoftmaxMatch> sm =
+      sink ? FailureOr<SoftmaxMatch>(sink->softmax)
+           : matchSoftmax(t, p, why, pvOp);
+  if (sink)
+    t.visited.insert(sink->ops.begin(), sink->ops.end());
   Operation *root = pvOp; // the op whose result the fused op replaces
   std::optional<DeferredNorm> deferred;
-  if (failed(sm) && stripCasts(simplifyIdentities(t, p))->isOp("math.exp")) {
+  if (!sink && failed(sm) &&
+      stripCasts(simplifyIdentities(t, p))->isOp("math.exp")) {
     Refusal partial = why;
     deferred = findDeferredNorm(pvOp);
     if (!deferred) {
@@ -495,8 +516,10 @@ bool Raiser::run(linalg::LinalgOp pv) {
   } else if (failed(sm)) {
     return fail();
   }
-  // A frontend's own row-max shift before the softmax changes nothing.
-  Node *x = peelRowMaxShift(t, sm->scores);
+  // A frontend's own row-max shift before the softmax changes nothing. (With
+  // a sink it was peeled off the whole row; one of the scores alone would
+  // move them against the sink.)
+  Node *x = sink ? sm->scores : peelRowMaxShift(t, sm->scores);
   if (!isa<FloatType>(x->type)) {
     why = {pvOp, "the softmax runs on integer scores (quantized softmax)"};
     return fail();
@@ -532,6 +555,11 @@ bool Raiser::run(linalg::LinalgOp pv) {
   }
   Node *sLeaf = sLeaves[0];
   auto qk = cast<linalg::LinalgOp>(qkOp);
+  if (sink && readsFrom(sink->logit, qkOp)) {
+    why = {qkOp, "the sink column is read from the scores of the first "
+                 "matmul; a sink is a logit of its own"};
+    return fail();
+  }
   if (!sLeaf->map.isPermutation()) {
     why = {qkOp, "the scores of the first matmul are broadcast or sliced "
                  "on the way to the softmax"};
@@ -756,7 +784,8 @@ bool Raiser::run(linalg::LinalgOp pv) {
     Refusal bwWhy;
     DenseSet<Operation *> examined;
     FailureOr<BackwardMatch> match = failure();
-    if (!deferred) {
+    // The backward of a softmax with a sink column is not recognised.
+    if (!deferred && !sink) {
       ForwardFacts fwd{x, &*plan, nb, qkOp, pvOp, qView, kView, vView,
                        static_cast<float>(scale)};
       SmallVector<Operation *> users;
@@ -889,9 +918,14 @@ bool Raiser::run(linalg::LinalgOp pv) {
     inits.push_back(
         tensor::EmptyOp::create(rw, loc, lseSizes, rw.getF32Type()));
   }
+  Value sinks;
+  if (sink)
+    sinks = materializeSinks(rw, loc, *sink, qSizes[nb - 1]);
   auto attn = AttentionOp::create(rw, loc, q, k, v, inits,
                                   captures.operands, static_cast<float>(scale),
                                   plan->mask);
+  if (sinks)
+    attn.getSinksMutable().assign(sinks);
   if (plan->body &&
       failed(buildScoreModRegion(rw, attn, *plan, captures, nb + 2))) {
     rw.eraseOp(attn);

@@ -209,6 +209,41 @@ bool isRowLogSumExp(ScoreTracer &t, Node *n, Node *x);
 /// shift invariant); `x` itself if it has none.
 Node *peelRowMaxShift(ScoreTracer &t, Node *x);
 
+/// A softmax over the scores with one more column, a sink: the second
+/// matmul reads the softmax of concat(X, sink) (or concat(sink, X)) along
+/// the key axis through a slice that drops the sink column again.
+struct SinkMatch {
+  /// The softmax of the kept columns; `scores` is X over the PV's score
+  /// space (casts between the concatenation and the softmax kept).
+  SoftmaxMatch softmax;
+  /// Where the sink logit comes from: a tensor read at the head index
+  /// (unit dims elsewhere), a tensor element, a scalar or a constant.
+  enum class Source { HeadVector, Element, Scalar, Constant } source;
+  Value value;                // HeadVector, Element: the tensor; Scalar
+  SmallVector<int64_t> index; // Element: where it is read
+  /// HeadVector: the op's heads dim merges `tiles` batch elements of the
+  /// vector's heads each (a [B * H] batch reads sinks[bh mod H]).
+  int64_t tiles = 1;
+  TypedAttr constant;         // Constant
+  /// Element types the logit is converted through on its way to the
+  /// softmax, innermost first.
+  SmallVector<Type> casts;
+  Node *logit = nullptr;      // the sink column as traced
+  /// The slice, the concatenation and the softmax over the extended key
+  /// axis: chain ops the score-space tracer did not visit itself.
+  SmallVector<Operation *> ops;
+};
+enum class SinkResult { NotCandidate, Refused, Matched };
+/// Recognises `p` (the second matmul's P operand traced over `t`'s score
+/// space) as the kept columns of a softmax with a sink column. A slice that
+/// does not lead to a softmax over a matmul is no candidate; any other
+/// mismatch is a refusal in `why`.
+SinkResult matchSinkSoftmax(ScoreTracer &t, Node *p, SinkMatch &m,
+                            Refusal &why, Operation *fallback);
+/// The op's `[Hq]` sinks operand for `m`; `hq` is the number of query heads.
+Value materializeSinks(RewriterBase &rw, Location loc, const SinkMatch &m,
+                       OpFoldResult hq);
+
 //===- Score modification (ScoreMod.cpp) ----------------------------------===//
 struct ScoreModPlan {
   double scale = 1.0;
