@@ -28,6 +28,11 @@ void mlir::flash::buildFlashCPUPipeline(
     pm.addNestedPass<func::FuncOp>(createFlashRaiseAttentionPass());
     addTextual(pm, "canonicalize");
   }
+  // What a frontend put around the attention is lowered too: TOSA (which
+  // the raise normalises only inside a function it rewrites) and
+  // elementwise arith/math ops on tensors become linalg, which bufferizes.
+  addTextual(pm, "func.func(tosa-to-linalg-named,tosa-to-linalg,tosa-to-arith,"
+                 "tosa-to-tensor),convert-elementwise-to-linalg");
   // A paged KV cache is gathered into the contiguous form first, a packed
   // varlen batch split into one attention per sequence.
   pm.addPass(createFlashUnpageAttentionPass());
@@ -46,7 +51,9 @@ void mlir::flash::buildFlashCPUPipeline(
   pm.addPass(createFlashDecomposeAggregatedOpsPass());
   addTextual(pm, "canonicalize,cse");
   // Function boundaries take plain memrefs so that C callers (ctypes,
-  // mlir-runner) pass ordinary strided descriptors.
+  // mlir-runner) pass ordinary strided descriptors; their tensor inputs are
+  // never written.
+  pm.addPass(createFlashReadOnlyTensorArgumentsPass());
   addTextual(pm, "one-shot-bufferize{bufferize-function-boundaries "
                  "function-boundary-type-conversion=identity-layout-map},"
                  "buffer-deallocation-pipeline,convert-bufferization-to-memref,"

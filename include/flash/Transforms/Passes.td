@@ -262,6 +262,22 @@ def FlashAttentionIntoDestinationPass
   let dependentDialects = ["::mlir::bufferization::BufferizationDialect"];
 }
 
+def FlashReadOnlyTensorArgumentsPass
+    : Pass<"flash-read-only-tensor-arguments"> {
+  let summary = "Mark functions' tensor arguments as not writable by "
+                "bufferization";
+  let description = [{
+    Sets `bufferization.writable = false` on every tensor argument of every
+    function-like op with a body (where no such attribute is set), so that
+    one-shot bufferization with function boundaries never writes into the
+    caller's input buffers: an elementwise op lowered in place, whose init is
+    an argument, writes a new buffer instead. flash-cpu-pipeline runs it
+    before bufferizing, so a function on tensors keeps its value semantics
+    for C callers.
+  }];
+  let dependentDialects = ["::mlir::bufferization::BufferizationDialect"];
+}
+
 def FlashExpandFloatConversionsPass
     : Pass<"flash-expand-float-conversions"> {
   let summary = "Expand conversions to and from bf16/f16 into integer "
