@@ -12,6 +12,8 @@
 
 #include "AttentionMath.h"
 
+#include "flash/Dialect/Flash/IR/IndexMask.h"
+
 #include "mlir/Dialect/Arith/Utils/Utils.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -45,12 +47,18 @@ struct OnlineState {
 /// [lo, a) and [b, hi) hold the tiles that straddle a mask edge or the Lk
 /// tail and are masked per element; [a, b) holds the tiles every row of the
 /// block may see entirely, which skip the mask. Tiles outside [lo, hi) are
-/// fully masked and never visited.
+/// fully masked and never visited. A score_mod that masks by indices alone
+/// (IndexMask.h) sorts every tile of those loops once more: one it masks
+/// entirely is skipped, one it allows entirely runs its score_mod without
+/// the mask (nothing at all when the region is only the mask).
 class Tiler {
 public:
   Tiler(RewriterBase &b, AttentionOp op, int64_t blockQ, int64_t blockKv)
       : b(b), op(op), loc(op.getLoc()), nb(op.getNumBatchDims()), bq(blockQ),
-        bkv(blockKv), f32(b.getF32Type()), mask(op.getMaskOrNone()) {}
+        bkv(blockKv), f32(b.getF32Type()), mask(op.getMaskOrNone()) {
+    if (op.hasScoreMod())
+      indexMask = findIndexMask(op.getScoreMod(), nb + 2);
+  }
 
   FailureOr<SmallVector<Value>> run();
 
@@ -62,6 +70,7 @@ private:
   int64_t bq, bkv;
   Type f32;
   MaskAttr mask;
+  std::optional<IndexMask> indexMask;
 
   SmallVector<OpFoldResult> qShape, kShape, vShape;
   Value lq, lk, group;
@@ -147,7 +156,10 @@ private:
                  SmallVectorImpl<SmallVector<OpFoldResult>> &offsets,
                  SmallVectorImpl<SmallVector<OpFoldResult>> &sizes);
   OnlineState emitKvLoop(Value lo, Value hi, OnlineState state, bool masked);
-  OnlineState emitKvStep(Value j0, OnlineState state, bool masked);
+  OnlineState emitClassifiedKvStep(Value j0, OnlineState state, bool masked);
+  /// `full`: the score_mod's index mask allows the whole tile.
+  OnlineState emitKvStep(Value j0, OnlineState state, bool masked,
+                         bool full = false);
 };
 } // namespace
 
@@ -353,14 +365,61 @@ OnlineState Tiler::emitKvLoop(Value lo, Value hi, OnlineState state,
       b, loc, lo, hi, cIdx(bkv), ValueRange{state.m, state.l, state.acc},
       [&](OpBuilder &, Location, Value j0, ValueRange iter) {
         OnlineState next =
-            emitKvStep(j0, {iter[0], iter[1], iter[2]}, masked);
+            emitClassifiedKvStep(j0, {iter[0], iter[1], iter[2]}, masked);
         scf::YieldOp::create(b, loc,
                              ValueRange{next.m, next.l, next.acc});
       });
   return {loop.getResult(0), loop.getResult(1), loop.getResult(2)};
 }
 
-OnlineState Tiler::emitKvStep(Value j0, OnlineState state, bool masked) {
+OnlineState Tiler::emitClassifiedKvStep(Value j0, OnlineState state,
+                                        bool masked) {
+  if (!indexMask)
+    return emitKvStep(j0, state, masked);
+  // The tile as the score_mod sees it: rows [i0, i0 + qlen) of the op
+  // (shifted by a tile's row offset) and the keys of [j0, j0 + bkv) inside
+  // Lk; padding rows and columns are clamped into these ranges.
+  Value one = cIdx(1);
+  Value iLo = i0;
+  if (Value rowOffset = op.getRowOffset())
+    iLo = arith::AddIOp::create(b, loc, iLo, rowOffset);
+  Value iHi = arith::SubIOp::create(
+      b, loc, arith::AddIOp::create(b, loc, iLo, qlen).getResult(), one);
+  Value jEnd = arith::MinSIOp::create(
+      b, loc, arith::AddIOp::create(b, loc, j0, cIdx(bkv)).getResult(), lk);
+  Value jHi = arith::SubIOp::create(b, loc, jEnd, one);
+  TileClass cls = emitTileClass(b, loc, op.getScoreMod(), *indexMask,
+                                absBatch, iLo, iHi, j0, jHi);
+  SmallVector<Value> carried{state.m, state.l, state.acc};
+  TypeRange types = ValueRange(carried).getTypes();
+  auto yieldState = [&](OnlineState st) {
+    scf::YieldOp::create(b, loc, ValueRange{st.m, st.l, st.acc});
+  };
+  auto nonEmpty = scf::IfOp::create(
+      b, loc, types,
+      arith::XOrIOp::create(
+          b, loc, cls.empty,
+          arith::ConstantIntOp::create(b, loc, b.getI1Type(), 1))
+          .getResult(),
+      /*withElseRegion=*/true);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(nonEmpty.elseBlock());
+    yieldState(state); // a tile the mask hides entirely changes nothing
+    b.setInsertionPointToStart(nonEmpty.thenBlock());
+    auto isFull =
+        scf::IfOp::create(b, loc, types, cls.full, /*withElseRegion=*/true);
+    yieldState({isFull.getResult(0), isFull.getResult(1), isFull.getResult(2)});
+    b.setInsertionPointToStart(isFull.thenBlock());
+    yieldState(emitKvStep(j0, state, masked, /*full=*/true));
+    b.setInsertionPointToStart(isFull.elseBlock());
+    yieldState(emitKvStep(j0, state, masked));
+  }
+  return {nonEmpty.getResult(0), nonEmpty.getResult(1), nonEmpty.getResult(2)};
+}
+
+OnlineState Tiler::emitKvStep(Value j0, OnlineState state, bool masked,
+                              bool full) {
   OpFoldResult bqF = b.getIndexAttr(bq), bkvF = b.getIndexAttr(bkv);
   const IteratorType par = IteratorType::parallel,
                      red = IteratorType::reduction;
@@ -382,7 +441,9 @@ OnlineState Tiler::emitKvStep(Value j0, OnlineState state, bool masked) {
 
   // score_mod with the element's true indices (clamped on padding rows and
   // columns so captures are never read out of bounds), then the mask.
-  if (op.hasScoreMod() || masked) {
+  bool scoreMod = op.hasScoreMod() &&
+                  !(full && indexMask->liveIsScore(op.getScoreMod()));
+  if (scoreMod || masked) {
     s = generic(
         {}, {s}, {map(2, {0, 1})}, {par, par},
         [&](OpBuilder &ob, Location l, ValueRange args) {
@@ -394,7 +455,7 @@ OnlineState Tiler::emitKvStep(Value j0, OnlineState state, bool masked) {
           // A tile's mask and score_mod see the rows of the op it was cut
           // from; padding rows are clamped to the tile's own last row first.
           Value rowOffset = op.getRowOffset();
-          if (op.hasScoreMod()) {
+          if (scoreMod) {
             Value one = arith::ConstantIndexOp::create(ob, l, 1);
             Value ic = arith::MinSIOp::create(
                 ob, l, i, arith::SubIOp::create(ob, l, lq, one).getResult());
@@ -402,7 +463,9 @@ OnlineState Tiler::emitKvStep(Value j0, OnlineState state, bool masked) {
                 ob, l, j, arith::SubIOp::create(ob, l, lk, one).getResult());
             if (rowOffset)
               ic = arith::AddIOp::create(ob, l, ic, rowOffset);
-            x = buildScoreMod(ob, op, x, absBatch, ic, jc);
+            x = full ? buildScoreModLive(ob, op.getScoreMod(), *indexMask, x,
+                                         absBatch, ic, jc, op.getCaptures())
+                     : buildScoreMod(ob, op, x, absBatch, ic, jc);
           }
           if (masked) {
             Value allowed = arith::CmpIOp::create(

@@ -8,7 +8,7 @@ the op's score_mod region, so every kernel fuses it and the compiler derives its
 
 `fn` receives the scaled score (f32), one index per batch dim of q (batch, heads...), the
 query row and the key column, then one tensor per entry of score_mod_args, and returns the
-new score. The values it sees are symbolic: + - * / // unary -, abs(), comparisons, & | ^ ~
+new score. The values it sees are symbolic: + - * / // % (floor division and modulo on indices, as Python defines them) unary -, abs(), comparisons, & | ^ ~
 on comparisons, Python numbers, indexing an argument tensor with indices, and the functions
 here (where, exp, exp2, log, tanh, sqrt, maximum, minimum), or the NumPy ufuncs and torch
 functions of the same names (np.tanh, torch.where, ...), so a FlexAttention score_mod runs
@@ -120,6 +120,21 @@ def _arith(op_f, op_i, a, b):
     return a.trace.emit("arith.%s %s, %s : index" % (op_i, a.name, b.name), "index")
 
 
+def _floor_div(a, b):
+    a, b, t = _pair(a, b)
+    if t != "index":
+        raise TypeError("score_mod: // takes integers (indices)")
+    return a.trace.emit("arith.floordivsi %s, %s : index" % (a.name, b.name), "index")
+
+
+def _floor_mod(a, b):
+    """Python's a % b, whose sign is b's: a - (a // b) * b."""
+    _, _, t = _pair(a, b)
+    if t != "index":
+        raise TypeError("score_mod: % takes integers (indices)")
+    return _arith(None, "subi", a, _arith(None, "muli", _floor_div(a, b), b))
+
+
 _CMP = {"lt": ("olt", "slt"), "le": ("ole", "sle"), "gt": ("ogt", "sgt"),
         "ge": ("oge", "sge"), "eq": ("oeq", "eq"), "ne": ("une", "ne")}
 
@@ -157,10 +172,10 @@ class Value:
     def __rtruediv__(self, o): return _arith("divf", None, o, self)
 
     def __floordiv__(self, o):
-        a, b, t = _pair(self, o)
-        if t != "index":
-            raise TypeError("score_mod: // takes integers (indices)")
-        return a.trace.emit("arith.floordivsi %s, %s : index" % (a.name, b.name), "index")
+        return _floor_div(self, o)
+
+    def __rfloordiv__(self, o):
+        return _floor_div(o, self)
 
     def __neg__(self):
         if self.type == "i1":
@@ -200,9 +215,10 @@ class Value:
                         "`if`, `and`, `or`, `not`); use where(cond, x, y), &, |, ~")
 
     def __mod__(self, o):
-        raise TypeError("score_mod: % is not supported; use // and -")
+        return _floor_mod(self, o)
 
-    __rmod__ = __mod__
+    def __rmod__(self, o):
+        return _floor_mod(o, self)
 
     def __pow__(self, o):
         raise TypeError("score_mod: ** is not supported; use * or exp/log")
