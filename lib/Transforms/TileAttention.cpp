@@ -389,7 +389,7 @@ OnlineState Tiler::emitClassifiedKvStep(Value j0, OnlineState state,
       b, loc, arith::AddIOp::create(b, loc, j0, cIdx(bkv)).getResult(), lk);
   Value jHi = arith::SubIOp::create(b, loc, jEnd, one);
   TileClass cls = emitTileClass(b, loc, op.getScoreMod(), *indexMask,
-                                absBatch, iLo, iHi, j0, jHi);
+                                absBatch, absBatch, iLo, iHi, j0, jHi);
   SmallVector<Value> carried{state.m, state.l, state.acc};
   TypeRange types = ValueRange(carried).getTypes();
   auto yieldState = [&](OnlineState st) {

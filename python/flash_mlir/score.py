@@ -187,8 +187,10 @@ class Value:
     def __abs__(self):
         if self.type in _FLOAT_TYPES:
             return self.trace.emit("math.absf %s : f32" % _to_f32(self).name, "f32")
+        # max(x, -x): every lowering has maxsi on index (math.absi on index has
+        # no LLVM lowering in the GPU pipeline).
         x = _to_index(self)
-        return self.trace.emit("math.absi %s : index" % x.name, "index")
+        return _arith(None, "maxsi", x, _arith(None, "subi", 0, x))
 
     def __lt__(self, o): return _compare("lt", self, o)
     def __le__(self, o): return _compare("le", self, o)

@@ -114,6 +114,13 @@ static gpu::GPUFuncOp buildMmaKernel(OpBuilder &ob, Location loc,
 
   auto [tBegin, tEnd] =
       visibleTileRange(b, spec.mask, q0, kRowsPerBlock, lq, lk, T);
+  std::optional<IndexMask> indexMask =
+      kernelIndexMask(spec.scoreMod, spec.numBatchDims,
+                      !spec.varlen && !spec.pageSize);
+  if (indexMask)
+    std::tie(tBegin, tEnd) =
+        trimHiddenTiles(b, *spec.scoreMod, *indexMask, heads.batchIdx,
+                        {tBegin, tEnd}, q0, kRowsPerBlock, lq, lk, T);
   Value diagOff = maskDiagonalOffset(b, spec.mask, lq, lk);
   Value warpRowHi = arith::MinSIOp::create(
       b, arith::AddIOp::create(b, rowBase, constIdx(b, kRowsPerWarp - 1)),
@@ -187,6 +194,11 @@ static gpu::GPUFuncOp buildMmaKernel(OpBuilder &ob, Location loc,
         // lanes the softmax's shuffles span.
         Value needsMask = tileNeedsElementMask(ib, spec.mask, j0, T, rowBase,
                                                warpRowHi, lk, diagOff);
+        if (indexMask)
+          sc.indexFull =
+              classifyScoreTile(ib, *spec.scoreMod, *indexMask, heads.batchIdx,
+                                rowBase, warpRowHi, j0, T, lq, lk)
+                  .full;
         std::array<Value, 2> alpha =
             maskedSoftmaxStep(ib, s, rs, spec.scale, needsMask, sc);
 

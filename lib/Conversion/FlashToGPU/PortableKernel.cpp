@@ -174,6 +174,13 @@ static gpu::GPUFuncOp buildPortableKernel(OpBuilder &ob, Location loc,
 
   auto [tBegin, tEnd] =
       visibleTileRange(b, spec.mask, q0, kRowsPerBlock, lq, lk, T);
+  // Tiles hidden at either end by a score_mod's mask of the indices alone
+  // are skipped as well.
+  if (std::optional<IndexMask> indexMask = kernelIndexMask(
+          spec.scoreMod, spec.numBatchDims, !spec.varlen && !spec.pageSize))
+    std::tie(tBegin, tEnd) =
+        trimHiddenTiles(b, *spec.scoreMod, *indexMask, heads.batchIdx,
+                        {tBegin, tEnd}, q0, kRowsPerBlock, lq, lk, T);
   Value negInf = constF32(b, -std::numeric_limits<double>::infinity());
   Value log2e = constF32(b, 1.0 / std::log(2.0));
   Value threads = constIdx(b, kRowsPerBlock);

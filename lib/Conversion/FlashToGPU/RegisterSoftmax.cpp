@@ -153,6 +153,13 @@ gpu_lowering::maskedSoftmaxStep(ImplicitLocOpBuilder &b,
   // The predicate is uniform over the 16 rows whose lanes the softmax's
   // shuffles span, so both branches are taken warp-uniformly.
   SmallVector<Type> types(s.size() + 6, b.getF32Type());
+  // A tile the score_mod's index mask shows whole drops that mask too; any
+  // other goes through the score_mod as written.
+  if (ctx.indexFull)
+    needsMask = arith::OrIOp::create(
+        b, needsMask,
+        arith::XOrIOp::create(b, ctx.indexFull,
+                              arith::ConstantIntOp::create(b, b.getI1Type(), 1)));
   auto ifMask = scf::IfOp::create(b, types, needsMask, /*withElse=*/true);
   for (bool masked : {true, false}) {
     OpBuilder::InsertionGuard g(b);
@@ -162,6 +169,8 @@ gpu_lowering::maskedSoftmaxStep(ImplicitLocOpBuilder &b,
     RowState r = st;
     ScoreContext c = ctx;
     c.needsMask = masked;
+    if (!masked && ctx.indexFull)
+      c.scoreMod = ctx.liveScoreMod;
     std::array<Value, 2> alpha = onlineSoftmaxStep(b, p, r, scale, c);
     p.append({r.m[0], r.m[1], r.l[0], r.l[1], alpha[0], alpha[1]});
     scf::YieldOp::create(b, p);

@@ -13,6 +13,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include <cmath>
 #include <limits>
@@ -296,7 +297,7 @@ Value gpu_lowering::scoreAllowed(ImplicitLocOpBuilder &b, MaskAttr mask,
 Value gpu_lowering::inlineScoreMod(ImplicitLocOpBuilder &b, Region &scoreMod,
                                    Value score, ArrayRef<Value> batchIdx,
                                    Value row, Value col,
-                                   ArrayRef<Value> captures) {
+                                   ArrayRef<Value> captures, Value yielded) {
   // A capture's `tensor.extract` becomes a load from its memref (the host
   // side checked that is the only use).
   IRMapping map;
@@ -306,7 +307,125 @@ Value gpu_lowering::inlineScoreMod(ImplicitLocOpBuilder &b, Region &scoreMod,
                     ValueRange idx) {
                   return loadCapture(ob, captures, ex, idx);
                 });
-  return map.lookup(scoreMod.front().getTerminator()->getOperand(0));
+  Block &body = scoreMod.front();
+  if (!yielded)
+    return map.lookup(body.getTerminator()->getOperand(0));
+  // Part of the region: what only the rest needed (a mask's predicate) is
+  // dropped again, last op first.
+  Value result = map.lookup(yielded);
+  for (Operation &op : llvm::reverse(body.without_terminator()))
+    for (Value r : op.getResults())
+      if (Operation *clone = map.lookupOrNull(r).getDefiningOp())
+        if (clone->getResult(0) != result && isOpTriviallyDead(clone))
+          clone->erase();
+  return result;
+}
+
+std::optional<IndexMask> gpu_lowering::kernelIndexMask(Region *scoreMod,
+                                                       int64_t numBatchDims,
+                                                       bool rowsAreQueries) {
+  if (!scoreMod || !rowsAreQueries)
+    return std::nullopt;
+  return findIndexMask(*scoreMod, numBatchDims + 2);
+}
+
+/// The classification of rows [rowLo, rowHi] x keys [colLo, colHi], both
+/// clamped into [0, lq) x [0, lk) as the score_mod sees them.
+static TileClass classifyRange(ImplicitLocOpBuilder &b, Region &scoreMod,
+                               const IndexMask &mask, ArrayRef<Value> batchIdx,
+                               Value rowLo, Value rowHi, Value colLo,
+                               Value colHi, Value lq, Value lk) {
+  Value one = constIdx(b, 1);
+  Value lastRow = arith::SubIOp::create(b, lq, one);
+  Value lastCol = arith::SubIOp::create(b, lk, one);
+  Value iLo = arith::MinSIOp::create(b, rowLo, lastRow);
+  Value iHi = arith::MinSIOp::create(b, rowHi, lastRow);
+  Value jLo = arith::MinSIOp::create(b, colLo, lastCol);
+  Value jHi = arith::MinSIOp::create(b, colHi, lastCol);
+  return emitTileClass(b, b.getLoc(), scoreMod, mask, batchIdx, batchIdx, iLo,
+                       iHi, jLo, jHi);
+}
+
+TileClass gpu_lowering::classifyScoreTile(ImplicitLocOpBuilder &b,
+                                          Region &scoreMod,
+                                          const IndexMask &mask,
+                                          ArrayRef<Value> batchIdx,
+                                          Value rowLo, Value rowHi,
+                                          Value colLo, int64_t cols, Value lq,
+                                          Value lk) {
+  Value colHi = arith::AddIOp::create(b, colLo, constIdx(b, cols - 1));
+  return classifyRange(b, scoreMod, mask, batchIdx, rowLo, rowHi, colLo, colHi,
+                       lq, lk);
+}
+
+std::pair<Value, Value> gpu_lowering::trimHiddenTiles(
+    ImplicitLocOpBuilder &b, Region &scoreMod, const IndexMask &mask,
+    ArrayRef<Value> batchIdx, std::pair<Value, Value> range, Value q0,
+    int64_t blockRows, Value lq, Value lk, int64_t tileRows) {
+  // Bisection over runs of tiles, not a walk over tiles: a run of keys
+  // is one interval to the analysis, so each step asks whether a whole run
+  // is hidden, and a block's range is trimmed in 2·log2(tiles) steps of a
+  // few dozen scalar ops. A bound only ever moves past a run proven
+  // hidden, so an imprecise answer trims less, never too much.
+  Value rowHi = arith::AddIOp::create(b, q0, constIdx(b, blockRows - 1));
+  Value end = range.second;
+  // Whether tiles [a, c) (a < c) are hidden from the block's rows.
+  auto hidden = [&](OpBuilder &ob, Location loc, Value a, Value c) {
+    ImplicitLocOpBuilder ib(loc, ob);
+    Value t = constIdx(ib, tileRows);
+    Value colLo = arith::MulIOp::create(ib, a, t);
+    Value colHi = arith::SubIOp::create(ib, arith::MulIOp::create(ib, c, t),
+                                        constIdx(ib, 1));
+    return classifyRange(ib, scoreMod, mask, batchIdx, q0, rowHi, colLo, colHi,
+                         lq, lk)
+        .empty;
+  };
+  Type idx = b.getIndexType();
+  // First: the largest lo with [range.first, lo) proven hidden, searched in
+  // [lo, hi]: mid = (lo + hi + 1) / 2; hidden [lo, mid) -> lo = mid, else
+  // hi = mid - 1.
+  auto first = scf::WhileOp::create(
+      b, TypeRange{idx, idx}, ValueRange{range.first, end},
+      [&](OpBuilder &ob, Location loc, ValueRange args) {
+        Value more = arith::CmpIOp::create(ob, loc, arith::CmpIPredicate::slt,
+                                           args[0], args[1]);
+        scf::ConditionOp::create(ob, loc, more, args);
+      },
+      [&](OpBuilder &ob, Location loc, ValueRange args) {
+        ImplicitLocOpBuilder ib(loc, ob);
+        Value lo = args[0], hi = args[1];
+        Value mid = arith::DivUIOp::create(
+            ib, arith::AddIOp::create(ib, arith::AddIOp::create(ib, lo, hi),
+                                      constIdx(ib, 1)),
+            constIdx(ib, 2));
+        Value gone = hidden(ob, loc, lo, mid);
+        Value nextLo = arith::SelectOp::create(ib, gone, mid, lo);
+        Value nextHi = arith::SelectOp::create(
+            ib, gone, hi, arith::SubIOp::create(ib, mid, constIdx(ib, 1)));
+        scf::YieldOp::create(ib, ValueRange{nextLo, nextHi});
+      });
+  Value begin = first.getResult(0);
+  // Last: the smallest hi with [hi, end) proven hidden, in [lo, hi]:
+  // mid = (lo + hi) / 2; hidden [mid, hi) -> hi = mid, else lo = mid + 1.
+  auto last = scf::WhileOp::create(
+      b, TypeRange{idx, idx}, ValueRange{begin, end},
+      [&](OpBuilder &ob, Location loc, ValueRange args) {
+        Value more = arith::CmpIOp::create(ob, loc, arith::CmpIPredicate::slt,
+                                           args[0], args[1]);
+        scf::ConditionOp::create(ob, loc, more, args);
+      },
+      [&](OpBuilder &ob, Location loc, ValueRange args) {
+        ImplicitLocOpBuilder ib(loc, ob);
+        Value lo = args[0], hi = args[1];
+        Value mid = arith::DivUIOp::create(
+            ib, arith::AddIOp::create(ib, lo, hi), constIdx(ib, 2));
+        Value gone = hidden(ob, loc, mid, hi);
+        Value nextLo = arith::SelectOp::create(
+            ib, gone, lo, arith::AddIOp::create(ib, mid, constIdx(ib, 1)));
+        Value nextHi = arith::SelectOp::create(ib, gone, mid, hi);
+        scf::YieldOp::create(ib, ValueRange{nextLo, nextHi});
+      });
+  return {begin, last.getResult(1)};
 }
 
 Value gpu_lowering::loadCapture(OpBuilder &b, ArrayRef<Value> captures,
@@ -453,6 +572,19 @@ ScoreContext gpu_lowering::makeScoreContext(
       return inlineScoreMod(bb, *scoreMod, x, first ? bIdx0 : bIdx1,
                             first ? cr0 : cr1, cc, caps);
     };
+    std::optional<IndexMask> im =
+        findIndexMask(*scoreMod, batchIdx[0].size() + 2);
+    if (im && !im->liveIsScore(*scoreMod)) {
+      Value live = im->live;
+      sc.liveScoreMod = [scoreMod, bIdx0, bIdx1, caps, lastCol, r0, cr0, cr1,
+                         live](ImplicitLocOpBuilder &bb, Value x, Value r,
+                               Value c) {
+        bool first = r == r0;
+        Value cc = arith::MinSIOp::create(bb, c, lastCol);
+        return inlineScoreMod(bb, *scoreMod, x, first ? bIdx0 : bIdx1,
+                              first ? cr0 : cr1, cc, caps, live);
+      };
+    }
   }
   return sc;
 }

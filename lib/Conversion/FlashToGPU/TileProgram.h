@@ -26,6 +26,7 @@
 #define FLASH_LIB_CONVERSION_FLASHTOGPU_TILEPROGRAM_H
 
 #include "flash/Dialect/Flash/IR/FlashOps.h"
+#include "flash/Dialect/Flash/IR/IndexMask.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/Builders.h"
@@ -146,10 +147,45 @@ Value scoreAllowed(ImplicitLocOpBuilder &b, MaskAttr mask, Value row,
                    Value col, Value lq, Value lk);
 
 /// The score_mod region applied to one score, with its indices; captures
-/// are the memrefs of the op's captures.
+/// are the memrefs of the op's captures. With `yielded` (a value of the
+/// region), that value instead of what the region yields.
 Value inlineScoreMod(ImplicitLocOpBuilder &b, Region &scoreMod, Value score,
                      ArrayRef<Value> batchIdx, Value row, Value col,
-                     ArrayRef<Value> captures);
+                     ArrayRef<Value> captures, Value yielded = Value());
+
+//===-- Masks of the indices alone (IndexMask.h) -------------------------===//
+//
+// A score_mod that masks by its indices alone sorts tiles as the structured
+// masks do: the kernels start and stop their key loop at the first and last
+// tile it may show (trimHiddenTiles; a hidden tile between them is masked
+// per element, since the K/V ring's slots follow the tile count), and a
+// tile it shows whole takes the mask-free softmax with the score_mod minus
+// its mask (ScoreContext::indexFull).
+
+/// The index mask of a kernel's score_mod (null: none), where a block's
+/// rows are queries of one batch·head (`rowsAreQueries`: not G heads packed
+/// into one tile); none otherwise.
+std::optional<IndexMask> kernelIndexMask(Region *scoreMod,
+                                         int64_t numBatchDims,
+                                         bool rowsAreQueries);
+
+/// The index mask's classification of rows [rowLo, rowHi] and keys
+/// [colLo, colLo + cols) of batch `batchIdx`, clamped into [0, lq) x
+/// [0, lk) as the score_mod sees them.
+TileClass classifyScoreTile(ImplicitLocOpBuilder &b, Region &scoreMod,
+                            const IndexMask &mask, ArrayRef<Value> batchIdx,
+                            Value rowLo, Value rowHi, Value colLo,
+                            int64_t cols, Value lq, Value lk);
+
+/// `range` (of tiles of `tileRows` keys) without the tiles at either end
+/// that the index mask hides from rows [q0, q0 + blockRows): two
+/// bisections over runs of tiles, the same in every thread of the block.
+std::pair<Value, Value> trimHiddenTiles(ImplicitLocOpBuilder &b,
+                                        Region &scoreMod, const IndexMask &mask,
+                                        ArrayRef<Value> batchIdx,
+                                        std::pair<Value, Value> range,
+                                        Value q0, int64_t blockRows, Value lq,
+                                        Value lk, int64_t tileRows);
 
 /// The element a score_mod's `read` of a capture takes, from the capture's
 /// memref (`captures`: the op's, in order) at `indices` (mapped).
@@ -242,6 +278,14 @@ struct ScoreContext {
   /// score_mod on the natural-units score (scale·q·k) at (row, col); null:
   /// none.
   std::function<Value(ImplicitLocOpBuilder &, Value, Value, Value)> scoreMod;
+  /// Where the score_mod masks by indices alone: the score_mod without its
+  /// mask (null: the score itself), and whether the tile's rows see every
+  /// key of it under that mask (i1, uniform over the rows the softmax's
+  /// shuffles span; null: not classified). maskedSoftmaxStep takes the
+  /// mask-free branch with liveScoreMod where indexFull holds.
+  std::function<Value(ImplicitLocOpBuilder &, Value, Value, Value)>
+      liveScoreMod;
+  Value indexFull;
 };
 
 /// The ScoreContext of a tile whose key columns start at `colBase`, for a

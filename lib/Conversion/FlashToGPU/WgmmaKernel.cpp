@@ -63,6 +63,8 @@ struct KernelEnv {
   // write, and the launch's work counter (global i32).
   Value workSlot, workCounter;
   SmallVector<Value> batchIdx; // bh delinearised over the query batch dims
+  // The score_mod's mask of the indices alone, where tiles are sorted by it.
+  std::optional<IndexMask> indexMask;
 };
 } // namespace
 
@@ -510,6 +512,11 @@ std::array<Value, 2> WgmmaConsumer::softmax(Value t, SmallVectorImpl<Value> &sv,
                                      idxMul(b, t, BN), laneCol, env.qLen, env.lk,
                                      env.batchIdx, env.captures,
                                      /*needsMask=*/true);
+  if (env.indexMask)
+    sc.indexFull = classifyScoreTile(b, *spec.scoreMod, *env.indexMask,
+                                     env.batchIdx, wgRowLo, wgRowHi,
+                                     idxMul(b, t, BN), BN, env.qLen, env.lk)
+                       .full;
   return maskedSoftmaxStep(b, sv, st, spec.scale, needsMask, sc);
 }
 
@@ -908,6 +915,11 @@ static void bindWorkItem(ImplicitLocOpBuilder &b, KernelEnv &env, Value qBlock,
   else
     std::tie(env.tBegin, env.tEnd) = visibleTileRange(
         b, spec.mask, env.q0, cfg.blockM, env.lq, env.lk, cfg.blockN);
+  if (env.indexMask)
+    std::tie(env.tBegin, env.tEnd) = trimHiddenTiles(
+        b, *spec.scoreMod, *env.indexMask, env.batchIdx,
+        {env.tBegin, env.tEnd}, env.q0, cfg.blockM, env.lq, env.lk,
+        cfg.blockN);
   if (spec.splitKV) {
     // This split's tiles of that range; none is an empty range, whose rows
     // still write their partial (0, lse = -inf) for the combine.
@@ -963,6 +975,9 @@ gpu::GPUFuncOp gpu_lowering::buildWgmmaKernel(OpBuilder &ob, Location loc,
   Block &entry = fn.getBody().front();
   b.setInsertionPointToStart(&entry);
   KernelEnv env{cfg, spec, SmemLayout(cfg, spec)};
+  env.indexMask =
+      kernelIndexMask(spec.scoreMod, spec.numBatchDims,
+                      spec.packedGroup == 1 && !spec.varlen && !spec.pageSize);
   unsigned a = 0;
   env.tmaQ = entry.getArgument(a++);
   env.tmaK = entry.getArgument(a++);

@@ -351,13 +351,14 @@ Interval IntervalEmitter::compute(Operation *op) {
 
 TileClass mlir::flash::emitTileClass(OpBuilder &b, Location loc,
                                      Region &scoreMod, const IndexMask &mask,
-                                     ValueRange batch, Value iLo, Value iHi,
-                                     Value jLo, Value jHi) {
+                                     ValueRange batchLo, ValueRange batchHi,
+                                     Value iLo, Value iHi, Value jLo,
+                                     Value jHi) {
   Block &body = scoreMod.front();
   IntervalEmitter emitter(b, loc);
   unsigned nb = mask.numIndices - 2;
   for (unsigned d = 0; d < nb; ++d)
-    emitter.bind(body.getArgument(1 + d), {batch[d], batch[d]});
+    emitter.bind(body.getArgument(1 + d), {batchLo[d], batchHi[d]});
   emitter.bind(body.getArgument(1 + nb), {iLo, iHi});
   emitter.bind(body.getArgument(2 + nb), {jLo, jHi});
   Value empty, full;

@@ -59,10 +59,12 @@ struct TileClass {
 
 /// Emits at `b`'s insertion point the classification of the tile of query
 /// rows [iLo, iHi] and key columns [jLo, jHi] (inclusive, index values, as
-/// the region sees them) at the exact batch indices `batch`.
+/// the region sees them) at batch indices in [batchLo[d], batchHi[d]] (the
+/// same values where the tile has one batch index).
 TileClass emitTileClass(OpBuilder &b, Location loc, Region &scoreMod,
-                        const IndexMask &mask, ValueRange batch, Value iLo,
-                        Value iHi, Value jLo, Value jHi);
+                        const IndexMask &mask, ValueRange batchLo,
+                        ValueRange batchHi, Value iLo, Value iHi, Value jLo,
+                        Value jHi);
 
 /// Inlines `scoreMod` for one element of a full tile: the value the region
 /// yields where the mask allows the score (`mask.live`), built from clones

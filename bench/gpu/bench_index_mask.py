@@ -1,0 +1,120 @@
+"""Masks of the indices alone (FlexAttention mask_mods that are not causal or a window):
+flash_mlir.attention on CUDA tensors (static shapes, kernels from the cache; the mask's
+tiles sorted at compile time by interval arithmetic: hidden ones skipped at the ends of
+each block's key range, whole ones run mask-free) beside FlexAttention
+(torch.compile(flex_attention) with the same mask_mod and its block mask, built once
+outside the timing) and the same shape without a mask (ours and cuDNN's), in one process.
+
+The claim to check: a mask runs at the speed its density predicts — kernel time ≈ the
+unmasked kernel's × the fraction of (query, key) pairs the mask's visible tiles cover.
+"density" is the fraction of pairs visible, "predicted µs" the unmasked kernel's time
+× density. bf16, D = 128, 16 heads, B = 2, N = 8192 (Lq = Lk); kernel time from
+torch.profiler, call time CUDA events around one call.
+
+Here (compiler, no GPU):  python3 bench/gpu/bench_index_mask.py --prebuild DIR
+There (GPU, no LLVM):     FLASH_MLIR_CACHE_DIR=DIR python3 bench/gpu/bench_index_mask.py
+"""
+import argparse
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+
+import flash_mlir  # noqa: E402
+
+B, H, N, D = 2, 16, 8192, 128
+
+
+def chunked_512(b, h, q_idx, kv_idx):
+    return (q_idx // 512) == (kv_idx // 512)
+
+
+def chunked_2048(b, h, q_idx, kv_idx):
+    return (q_idx // 2048) == (kv_idx // 2048)
+
+
+def local_1024(b, h, q_idx, kv_idx):
+    return abs(q_idx - kv_idx) <= 1024
+
+
+def prefix_lm_1024(b, h, q_idx, kv_idx):
+    return (kv_idx < 1024) | (kv_idx <= q_idx)
+
+
+def chunked_causal_1024(b, h, q_idx, kv_idx):
+    return ((q_idx // 1024) == (kv_idx // 1024)) & (kv_idx <= q_idx)
+
+
+MASKS = [chunked_512, chunked_2048, local_1024, prefix_lm_1024, chunked_causal_1024]
+
+
+def prebuild(cache):
+    os.environ["FLASH_MLIR_CACHE_DIR"] = cache
+    os.environ.setdefault("CUDA_HOME", "/usr/local/cuda")
+    s = (B, H, N, D)
+    print("none", flash_mlir.prebuild(s, s, s, "bf16"))
+    for m in MASKS:
+        print(m.__name__, flash_mlir.prebuild(s, s, s, "bf16", mask_mod=m))
+
+
+def run(out_md):
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    from common import device_line, measure
+
+    flex = torch.compile(flex_attention)
+    g = torch.Generator(device="cuda").manual_seed(0)
+    q, k, v = (torch.randn(B, H, N, D, device="cuda", dtype=torch.bfloat16, generator=g)
+               for _ in range(3))
+    flops_dense = 4 * B * H * N * N * D
+    base = measure(lambda: flash_mlir.attention(q, k, v))
+    with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+        cudnn = measure(lambda: F.scaled_dot_product_attention(q, k, v))
+    lines = ["# masks of the indices alone, " + device_line(), "",
+             "B×H×N = %d×%d×%d, D = %d, bf16. Unmasked: ours %.0f µs (%.0f TFLOP/s), cuDNN "
+             "%.0f µs." % (B, H, N, D, base[0], flops_dense / base[0] / 1e6, cudnn[0]), "",
+             "| mask | density | ours kernel µs | ours call µs | predicted µs | ours / "
+             "predicted | Flex kernel µs | ours / Flex (speed) | max |ours − Flex| |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    i = torch.arange(N, device="cuda")[:, None]
+    j = torch.arange(N, device="cuda")[None, :]
+    for m in MASKS:
+        density = m(0, 0, i, j).float().mean().item()
+        ours = measure(lambda m=m: flash_mlir.attention(q, k, v, mask_mod=m))
+        bm = create_block_mask(m, None, None, N, N, device="cuda")
+        try:
+            fx = measure(lambda bm=bm: flex(q, k, v, block_mask=bm))
+            diff = (flex(q, k, v, block_mask=bm).float()
+                    - flash_mlir.attention(q, k, v, mask_mod=m).float()).abs().max().item()
+        except Exception as e:  # noqa: BLE001 - report and go on
+            print("flex", m.__name__, "failed:", str(e).splitlines()[0])
+            fx, diff = (float("nan"),) * 3, float("nan")
+        predicted = base[0] * density
+        lines.append("| %s | %.3f | %.0f | %.0f | %.0f | %.2f | %.0f | %.2f | %.3f |" % (
+            m.__name__, density, ours[0], ours[1], predicted, ours[0] / predicted, fx[0],
+            fx[0] / ours[0], diff))
+        print(lines[-1], flush=True)
+    text = "\n".join(lines) + "\n"
+    if out_md:
+        with open(out_md, "w") as f:
+            f.write(text)
+    print(text)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--prebuild", metavar="DIR")
+    ap.add_argument("--md", default=None)
+    a = ap.parse_args()
+    if a.prebuild:
+        prebuild(a.prebuild)
+        return
+    run(a.md)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,65 @@
+// A score_mod that masks by indices alone (here chunks of 64 keys, a bias
+// added before the mask) sorts tiles on the GPU too: each kernel trims its
+// key loop to the tiles from the first to the last the mask may show (two
+// scf.while bisections before the loop), and the tensor-core kernels give a
+// tile the mask shows whole the mask-free softmax with the bias alone.
+// RUN: flash-opt %s -split-input-file -convert-flash-to-gpu=kernel=portable | FileCheck %s --check-prefix=PORT
+// RUN: flash-opt %s -split-input-file -convert-flash-to-gpu=kernel=mma | FileCheck %s --check-prefix=MMA
+// RUN: flash-opt %s -split-input-file -convert-flash-to-gpu=kernel=wgmma | FileCheck %s --check-prefix=WGMMA
+// RUN: env -u CUDA_HOME flash-opt %s -split-input-file --flash-gpu-pipeline="format=isa" | FileCheck %s --check-prefix=PTX
+// RUN: env -u CUDA_HOME flash-opt %s -split-input-file --flash-gpu-pipeline="format=isa kernel=mma" | FileCheck %s --check-prefix=PTX
+
+// PORT-LABEL: gpu.func @kernel(
+// PORT: scf.while
+// PORT: scf.condition
+// PORT: arith.floordivsi
+// PORT: scf.yield
+// PORT: scf.while
+// PORT: scf.condition
+// PORT: arith.floordivsi
+// PORT: scf.yield
+// PORT: scf.for
+// MMA-LABEL: gpu.func @kernel(
+// MMA: scf.while
+// MMA: scf.while
+// MMA: scf.for
+// MMA: nvvm.mma.sync
+// The whole-tile branch: the bias read, no chunk compare.
+// MMA: scf.if
+// MMA: } else {
+// MMA: memref.load
+// MMA-NOT: arith.floordivsi
+// MMA: scf.yield
+// WGMMA-LABEL: gpu.func @kernel(
+// WGMMA: scf.while
+// WGMMA: scf.while
+// WGMMA: nvvm.wgmma.mma_async
+// PTX-LABEL: llvm.func @chunked(
+// PTX: gpu.binary @flash_attention_0
+// PTX-SAME: .target sm_90a
+// PTX-NOT: .local
+func.func @chunked(%q: memref<2x4x300x64xbf16>, %k: memref<2x2x500x64xbf16>,
+                   %v: memref<2x2x500x64xbf16>, %o: memref<2x4x300x64xbf16>,
+                   %bias: memref<300x500xf32>) {
+  %qt = bufferization.to_tensor %q restrict : memref<2x4x300x64xbf16> to tensor<2x4x300x64xbf16>
+  %kt = bufferization.to_tensor %k restrict : memref<2x2x500x64xbf16> to tensor<2x2x500x64xbf16>
+  %vt = bufferization.to_tensor %v restrict : memref<2x2x500x64xbf16> to tensor<2x2x500x64xbf16>
+  %ot = bufferization.to_tensor %o restrict writable : memref<2x4x300x64xbf16> to tensor<2x4x300x64xbf16>
+  %bt = bufferization.to_tensor %bias restrict : memref<300x500xf32> to tensor<300x500xf32>
+  %r = flash.attention ins(%qt, %kt, %vt : tensor<2x4x300x64xbf16>, tensor<2x2x500x64xbf16>, tensor<2x2x500x64xbf16>)
+         outs(%ot : tensor<2x4x300x64xbf16>) captures(%bt : tensor<300x500xf32>) scale(0.125)
+         score_mod {
+         ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %c: tensor<300x500xf32>):
+           %x = tensor.extract %c[%i, %j] : tensor<300x500xf32>
+           %sb = arith.addf %s, %x : f32
+           %c64 = arith.constant 64 : index
+           %ci = arith.floordivsi %i, %c64 : index
+           %cj = arith.floordivsi %j, %c64 : index
+           %same = arith.cmpi eq, %ci, %cj : index
+           %ninf = arith.constant 0xFF800000 : f32
+           %r = arith.select %same, %sb, %ninf : f32
+           flash.yield %r : f32
+         } -> tensor<2x4x300x64xbf16>
+  bufferization.materialize_in_destination %r in restrict writable %o : (tensor<2x4x300x64xbf16>, memref<2x4x300x64xbf16>) -> ()
+  return
+}
