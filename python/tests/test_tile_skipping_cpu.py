@@ -90,7 +90,7 @@ def test_mask(gen, name):
     _check(gen, MASKS[name])
 
 
-@pytest.mark.parametrize("blocks", [(4, 16), (16, 4), (32, 32), (7, 5)])
+@pytest.mark.parametrize("blocks", [(4, 16), (32, 32), (7, 5)])
 def test_tile_sizes(gen, blocks):
     """Tiles that straddle the chunk edges differently, and ragged tails."""
     _check(gen, MASKS["chunked"], block_q=blocks[0], block_kv=blocks[1])
@@ -153,7 +153,7 @@ def _random_predicate(r, depth):
     return lambda b, h, i, j: p({"b": b, "h": h, "i": i, "j": j})
 
 
-@pytest.mark.parametrize("case", range(40))
+@pytest.mark.parametrize("case", range(16))
 def test_random_predicates(gen, rng, case):
     import numpy as np
     r = np.random.default_rng([int(rng.integers(1 << 31)), case])

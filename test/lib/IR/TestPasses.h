@@ -9,6 +9,7 @@ class Pass;
 namespace flash::test {
 std::unique_ptr<Pass> createTestRoundTripPass();
 void registerTestPasses();
+void registerTestRaiseCensusPass();
 } // namespace flash::test
 } // namespace mlir
 

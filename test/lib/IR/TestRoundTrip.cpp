@@ -133,4 +133,5 @@ std::unique_ptr<Pass> mlir::flash::test::createTestRoundTripPass() {
 
 void mlir::flash::test::registerTestPasses() {
   PassRegistration<TestRoundTripPass>();
+  registerTestRaiseCensusPass();
 }
