@@ -665,6 +665,47 @@ def _classify(x):
 
 
 _fast_kernels = {}
+# The plain calls on CUDA tensors: _plain_key's key -> (launch, stream handle
+# of a device ordinal, out's shape, the lse's shape or None).
+_plain_calls = {}
+_is_compiling = None
+
+
+def _plain_key(q, k, v, scale, causal, window, align, return_lse):
+    """The key of a plain call on contiguous CUDA tensors that autograd and a
+    graph capture do not see, or None (the general path then decides)."""
+    global _is_compiling
+    try:
+        if not (q.is_cuda and k.is_cuda and v.is_cuda):
+            return None
+        if q.requires_grad or k.requires_grad or v.requires_grad:
+            return None
+        if _is_compiling is None:
+            import torch
+            compiler = getattr(torch, "compiler", None)
+            _is_compiling = getattr(compiler, "is_compiling", None) or (lambda: False)
+        if _is_compiling():
+            return None
+        # type(scale): True == 1 and 2.0 == 2 as dictionary keys.
+        return (q.shape, k.shape, v.shape, q.dtype, k.dtype, v.dtype, q.get_device(),
+                k.get_device(), v.get_device(), type(scale), scale, causal, type(window),
+                window, align, return_lse, os.environ.get("FLASH_MLIR_CACHE_DIR"))
+    except (AttributeError, TypeError):  # not torch tensors, or an unhashable argument
+        return None
+
+
+def _plain_launch(entry, q, k, v):
+    launch, stream, o_shape, l_shape = entry
+    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+    out = q.new_empty(o_shape)
+    device = q.get_device()
+    if l_shape is None:
+        launch((q, k, v, out), stream(device), device)
+        return out
+    import torch
+    lse = q.new_empty(l_shape, dtype=torch.float32)
+    launch((q, k, v, out, lse), stream(device), device)
+    return out, lse
 
 
 def _forget_kernels():
@@ -672,6 +713,7 @@ def _forget_kernels():
     with _kernels_lock:
         _kernels.clear()
         _fast_kernels.clear()
+        _plain_calls.clear()
 
 
 def _requires_grad(*xs):
@@ -939,6 +981,20 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align=None,
     The kernel for each (shapes, dtype, scale, mask, options) is compiled
     once, cached on disk (see flash_mlir.cache.cache_dir) and in memory.
     Raises FlashError with the MLIR diagnostics if it cannot be compiled."""
+    # The plain call on CUDA tensors (no out=, conveniences, score_mod, paged
+    # or packed arrays, options) that this process has made before with the
+    # same shapes, dtypes, devices and arguments goes straight to its launch:
+    # what the general path below checked holds for the same key.
+    plain = None
+    if not options and out is None and cache and not dynamic and pipeline is None and \
+            bias is None and softcap is None and alibi_slopes is None and \
+            block_table is None and seq_lens is None and score_mod is None and \
+            mask_mod is None and cu_seqlens_q is None and cu_seqlens_k is None and \
+            sinks is None and not score_mod_args:
+        plain = _plain_key(q, k, v, scale, causal, window, align, return_lse)
+        entry = _plain_calls.get(plain) if plain is not None else None
+        if entry is not None:
+            return _plain_launch(entry, q, k, v)
     # A kernel already built is found by what determines it — the arrays'
     # types, shapes and dtypes and the arguments — without generating and
     # hashing its IR on every call.
@@ -1098,6 +1154,13 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align=None,
     if sinks is not None:
         # The kernel's last argument, after the captures.
         captures = tuple(captures) + (sinks,)
+    if plain is not None and kind == "torch-cuda":
+        res = kernel(q, k, v, out, captures=captures)
+        if kernel._launch is not None:
+            o_shape = tuple(q.shape[:-1]) + (v.shape[-1],)
+            _plain_calls[plain] = (kernel._launch, kernel._stream, o_shape,
+                                   o_shape[:-1] if return_lse else None)
+        return res
     if kind == "torch-cpu":
         import torch
         res = kernel(_host_view(q), _host_view(k), _host_view(v),

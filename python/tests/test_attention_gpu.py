@@ -707,6 +707,38 @@ def test_flex_style_score_and_mask_mods():
     assert torch.equal(causal, want)
 
 
+def test_repeated_plain_call_launches_directly():
+    """The second plain call with the same shapes and arguments goes straight to the
+    kernel's launch (attention()'s _plain_calls): the same output and lse bit for bit,
+    from non-contiguous inputs too; inputs that require grad, a different scale and
+    out= still take the general path."""
+    from flash_mlir import _attention as am
+    torch = _cuda()
+    q, k, v = _inputs(torch, *TORCH_OP_SHAPES, "bfloat16")
+    kw = dict(causal=True, align="bottom_right", return_lse=True)
+    o1, l1 = flash_mlir.attention(q, k, v, **kw)
+    key = am._plain_key(q, k, v, None, True, None, "bottom_right", True)
+    assert key in am._plain_calls
+    o2, l2 = flash_mlir.attention(q, k, v, **kw)
+    qt = q.transpose(1, 2).contiguous().transpose(1, 2)
+    o3, l3 = flash_mlir.attention(qt, k, v, **kw)
+    torch.cuda.synchronize()
+    for a, b in ((o1, o2), (l1, l2), (o1, o3), (l1, l3)):
+        assert torch.equal(a, b)
+    # o2 is a new tensor, not o1 reused.
+    assert o2.data_ptr() != o1.data_ptr()
+    err, err_sdpa, _ = _errors(torch, o2, q, k, v, **kw)
+    assert err <= 2 * err_sdpa + 1e-3, (err, err_sdpa)
+    qg = q.clone().requires_grad_()
+    og, _ = flash_mlir.attention(qg, k, v, **kw)
+    assert og.grad_fn is not None
+    assert am._plain_key(qg, k, v, None, True, None, "bottom_right", True) is None
+    assert am._plain_key(q, k, v, True, True, None, "bottom_right", True) != \
+        am._plain_key(q, k, v, 1, True, None, "bottom_right", True)
+    with pytest.raises(TypeError):
+        flash_mlir.attention(q, k, v, scale=True, **kw)
+
+
 def test_torch_compile_and_export_keep_one_node():
     """torch 2 on CUDA: attention() in a compiled function and in an exported module is
     torch.ops.flash_mlir.attention, the same kernel as the eager call; the operator's
