@@ -72,7 +72,7 @@ def run(variants):
     import torch
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
-    from common import device_line, measure
+    from common import device_line, measure, time_ms
 
     print(device_line())
     import statistics
@@ -90,6 +90,11 @@ def run(variants):
 
     print("| shape | impl | kernel µs | TFLOP/s (kernel) | call µs | TFLOP/s (call) | host µs/call | idle µs |")
     print("|---|---|---|---|---|---|---|---|")
+    # Host-side numbers first, for every shape and implementation, then the
+    # kernel times: a torch.profiler session leaves the launch path slower for
+    # the rest of the process (host time per call doubled after the first
+    # profiled shape, bench/NOTES.md run 43).
+    rows = []
     for case in CASES:
         label = case[0]
         qs, ks, vs, causal = shapes(case)
@@ -101,28 +106,42 @@ def run(variants):
         pairs = lq * lk / 2 if causal else lq * lk  # causal cases are square
         flops = 4 * b * hq * pairs * d
         gqa = hq != ks[1]
-        impls = [("ours", lambda: flash_mlir.attention(q, k, v, causal=causal))]
+        impls = [("ours", lambda q=q, k=k, v=v, causal=causal:
+                  flash_mlir.attention(q, k, v, causal=causal))]
         for vname, kw in variants:
             impls.append(("ours-" + vname,
-                          lambda kw=kw: flash_mlir.attention(q, k, v, causal=causal, **kw)))
-        impls += [("sdpa", lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal,
-                                                                 enable_gqa=gqa))]
+                          lambda kw=kw, q=q, k=k, v=v, causal=causal:
+                          flash_mlir.attention(q, k, v, causal=causal, **kw)))
+        impls += [("sdpa", lambda q=q, k=k, v=v, causal=causal, gqa=gqa:
+                   F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa))]
         for name, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION),
                               ("fa2", SDPBackend.FLASH_ATTENTION)):
-            def sdpa(backend=backend):
+            def sdpa(backend=backend, q=q, k=k, v=v, causal=causal, gqa=gqa):
                 with sdpa_kernel([backend]):
                     return F.scaled_dot_product_attention(q, k, v, is_causal=causal,
                                                           enable_gqa=gqa)
             impls.append((name, sdpa))
         for name, fn in impls:
             try:
-                kern, call, host = measure(fn, kernels="all" if lq == 1 else "longest")
+                call = time_ms(fn, warmup=3, iters=30) * 1e3
+                t0 = time.perf_counter()
+                for _ in range(30):
+                    fn()
+                host = (time.perf_counter() - t0) / 30 * 1e6
+                torch.cuda.synchronize()
                 idle = idle_us(fn)
             except RuntimeError as e:
-                print(f"| {label} | {name} | failed: {str(e).splitlines()[0][:60]} | | | | | |")
+                rows.append((label, name, None, str(e).splitlines()[0][:60]))
                 continue
-            print(f"| {label} | {name} | {kern:.1f} | {flops / kern / 1e6:.0f} | {call:.1f} | "
-                  f"{flops / call / 1e6:.0f} | {host:.1f} | {idle:.1f} |")
+            rows.append((label, name, fn, (call, host, idle, flops, lq)))
+    for label, name, fn, data in rows:
+        if fn is None:
+            print(f"| {label} | {name} | failed: {data} | | | | | |")
+            continue
+        call, host, idle, flops, lq = data
+        kern = measure(fn, kernels="all" if lq == 1 else "longest")[0]
+        print(f"| {label} | {name} | {kern:.1f} | {flops / kern / 1e6:.0f} | {call:.1f} | "
+              f"{flops / call / 1e6:.0f} | {host:.1f} | {idle:.1f} |", flush=True)
 
 
 if __name__ == "__main__":
