@@ -7,19 +7,16 @@
 //===----------------------------------------------------------------------===//
 #include "flash/Pipelines/Pipelines.h"
 
+#include "PipelineSteps.h"
 #include "flash/Transforms/Passes.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
-#include "llvm/Support/ErrorHandling.h"
-#include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
+using flash::addFrontendToLinalg;
 
 static void addTextual(OpPassManager &pm, StringRef pipeline) {
-  std::string error;
-  llvm::raw_string_ostream os(error);
-  if (failed(parsePassPipeline(pipeline, pm, os)))
-    llvm::report_fatal_error(llvm::Twine("flash-cpu-pipeline: ") + error);
+  flash::addTextualPipeline(pm, pipeline);
 }
 
 void mlir::flash::buildFlashCPUPipeline(
@@ -28,11 +25,9 @@ void mlir::flash::buildFlashCPUPipeline(
     pm.addNestedPass<func::FuncOp>(createFlashRaiseAttentionPass());
     addTextual(pm, "canonicalize");
   }
-  // What a frontend put around the attention is lowered too: TOSA (which
-  // the raise normalises only inside a function it rewrites) and
-  // elementwise arith/math ops on tensors become linalg, which bufferizes.
-  addTextual(pm, "func.func(tosa-to-linalg-named,tosa-to-linalg,tosa-to-arith,"
-                 "tosa-to-tensor),convert-elementwise-to-linalg");
+  // What a frontend put around the attention becomes linalg, which
+  // bufferizes.
+  addFrontendToLinalg(pm);
   // A paged KV cache is gathered into the contiguous form first, a packed
   // varlen batch split into one attention per sequence.
   pm.addPass(createFlashUnpageAttentionPass());

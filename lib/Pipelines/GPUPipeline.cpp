@@ -1,6 +1,8 @@
 //===- GPUPipeline.cpp - flash-gpu-pipeline -------------------------------===//
 #include "flash/Conversion/Passes.h"
 #include "flash/Pipelines/Pipelines.h"
+
+#include "PipelineSteps.h"
 #include "flash/Transforms/Passes.h"
 
 #include "mlir/Dialect/GPU/Pipelines/Passes.h"
@@ -19,11 +21,30 @@ void flash::buildFlashGPUPipeline(OpPassManager &pm,
     // Folds the frontend's output rounding into the op (f32 -> bf16/f16).
     pm.addPass(createCanonicalizerPass());
   }
-  // The kernel stores into the caller's buffer, not a temporary.
-  pm.addNestedPass<func::FuncOp>(createFlashAttentionIntoDestinationPass());
+  // A function as a frontend wrote it: the ops around the attention become
+  // linalg, tensors at the boundary the caller's device buffers and stream,
+  // and every attention operand a view of a device buffer (the attention
+  // writes straight into the caller's output where it is the result).
+  addFrontendToLinalg(pm);
+  pm.addPass(createFlashGPUFunctionBoundaryPass());
   GPUKernelOptions kernel = options.kernel.values();
   pm.addPass(createConvertFlashToGPUPass(kernel));
   pm.addPass(createCanonicalizerPass());
+
+  // The rest of the function runs on the GPU too, in order on the caller's
+  // stream: its tensors bufferize into device buffers, its loops become one
+  // thread per element, and what is left on the host only allocates and
+  // launches.
+  // Elementwise chains fuse into one kernel each, splat constants into
+  // their users. (Buffers are freed by flash-gpu-stream-order, in stream order: the
+  // ownership-based deallocation refuses the TMA descriptors and launches.)
+  addTextualPipeline(pm, "linalg-fuse-elementwise-ops,eliminate-empty-tensors,"
+                         "one-shot-bufferize,canonicalize");
+  pm.addPass(createFlashMemrefCopyToLinalgPass());
+  addTextualPipeline(pm, "func.func(convert-linalg-to-parallel-loops,"
+                         "flash-map-loops-to-grid),"
+                         "convert-parallel-loops-to-gpu,gpu-kernel-outlining,"
+                         "func.func(flash-gpu-stream-order),canonicalize");
 
   // The upstream NVVM pipeline: kernels to NVVM and a serialized binary,
   // host code (TMA descriptor creation, launch on the given stream) to LLVM.

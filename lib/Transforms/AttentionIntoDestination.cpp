@@ -52,28 +52,31 @@ static void writeResultIntoDestination(IRRewriter &rewriter,
   rewriter.modifyOpInPlace(op, [&] { init->set(view); });
 }
 
+void flash::writeAttentionIntoDestinations(Operation *root) {
+  IRRewriter rewriter(root->getContext());
+  // The forward's output (its LSE stays where it is), and every result of
+  // the gradient (dq, dk, dv and the capture gradients).
+  root->walk([&](AttentionOp op) {
+    writeResultIntoDestination(
+        rewriter, cast<DestinationStyleOpInterface>(op.getOperation()), 0);
+  });
+  root->walk([&](PagedAttentionOp op) {
+    writeResultIntoDestination(
+        rewriter, cast<DestinationStyleOpInterface>(op.getOperation()), 0);
+  });
+  root->walk([&](AttentionGradOp op) {
+    for (unsigned i = 0, e = op->getNumResults(); i < e; ++i)
+      writeResultIntoDestination(
+          rewriter, cast<DestinationStyleOpInterface>(op.getOperation()), i);
+  });
+}
+
 namespace {
 struct FlashAttentionIntoDestinationPass
     : flash::impl::FlashAttentionIntoDestinationPassBase<
           FlashAttentionIntoDestinationPass> {
   void runOnOperation() override {
-    func::FuncOp func = getOperation();
-    IRRewriter rewriter(&getContext());
-    // The forward's output (its LSE stays where it is), and every result of
-    // the gradient (dq, dk, dv and the capture gradients).
-    func.walk([&](AttentionOp op) {
-      writeResultIntoDestination(
-          rewriter, cast<DestinationStyleOpInterface>(op.getOperation()), 0);
-    });
-    func.walk([&](PagedAttentionOp op) {
-      writeResultIntoDestination(
-          rewriter, cast<DestinationStyleOpInterface>(op.getOperation()), 0);
-    });
-    func.walk([&](AttentionGradOp op) {
-      for (unsigned i = 0, e = op->getNumResults(); i < e; ++i)
-        writeResultIntoDestination(
-            rewriter, cast<DestinationStyleOpInterface>(op.getOperation()), i);
-    });
+    writeAttentionIntoDestinations(getOperation());
   }
 };
 } // namespace

@@ -76,4 +76,99 @@ def ConvertFlashToGPUPass : Pass<"convert-flash-to-gpu", "::mlir::ModuleOp"> {
   ];
 }
 
+def FlashGPUFunctionBoundaryPass
+    : Pass<"flash-gpu-function-boundary", "::mlir::ModuleOp"> {
+  let summary = "Give functions on tensors a boundary of device buffers and "
+                "a stream, and every flash op's operands device buffers";
+  let description = [{
+    The first step of a whole function on the GPU (flash-gpu-pipeline runs
+    it after the raise). In each `func.func` whose arguments or results are
+    tensors:
+
+    - a tensor argument becomes a memref of the same shape (identity
+      layout, device memory), read through `bufferization.to_tensor
+      restrict` (not writable: the caller's inputs are never written);
+    - a tensor result becomes a trailing memref argument that the caller
+      allocates, written with `bufferization.materialize_in_destination`;
+      other results stay results;
+    - the caller's stream is appended (`!llvm.ptr {flash.stream}`) and the
+      function gets `llvm.emit_c_interface`.
+
+    Then, in every function, a flash op whose result is materialized in a
+    caller's buffer writes into it (flash-attention-into-destination), and
+    each other tensor operand of a flash op that is not yet a view of a
+    buffer gets one: a `memref.alloc` filled by `materialize_in_destination`
+    (an init that is a `tensor.empty` is not filled), viewed with
+    `to_tensor restrict`. That is the form convert-flash-to-gpu lowers.
+
+    A function on tensors that is called in the module is refused (its
+    callers pass tensors); unranked tensors and tensors with an encoding
+    are refused.
+
+    ```mlir
+    func.func @f(%q: tensor<8x64x32xbf16>, %k: tensor<8x80x32xbf16>,
+                 %v: tensor<8x80x32xbf16>) -> tensor<8x64x32xbf16>
+    // becomes
+    func.func @f(%q: memref<8x64x32xbf16>, %k: memref<8x80x32xbf16>,
+                 %v: memref<8x80x32xbf16>, %out: memref<8x64x32xbf16>,
+                 %stream: !llvm.ptr {flash.stream}) attributes {llvm.emit_c_interface}
+    ```
+  }];
+  let dependentDialects = [
+    "::mlir::bufferization::BufferizationDialect",
+    "::mlir::LLVM::LLVMDialect",
+    "::mlir::memref::MemRefDialect",
+    "::mlir::tensor::TensorDialect",
+  ];
+}
+
+def FlashMapLoopsToGridPass
+    : Pass<"flash-map-loops-to-grid", "::mlir::func::FuncOp"> {
+  let summary = "Map each outermost host scf.parallel to a 1-D grid of "
+                "blocks and threads";
+  let description = [{
+    Each outermost `scf.parallel` that is not mapped yet is collapsed to
+    one dimension, tiled by `block-size`, and the tile loop mapped to
+    `block_x`, the loop within a tile to `thread_x` (attributes of
+    `gpu-map-parallel-loops`): one thread per point of the parallel
+    iteration space, any rank and size, reductions sequential within a
+    thread. `convert-parallel-loops-to-gpu` then turns them into
+    `gpu.launch`. flash-gpu-pipeline runs it on what bufferization and
+    `convert-linalg-to-parallel-loops` made of the ops around an attention.
+    A parallel loop with reduction results is refused.
+  }];
+  let options = [
+    Option<"blockSize", "block-size", "int64_t", /*default=*/"256",
+           "threads per block">,
+  ];
+  let dependentDialects = [
+    "::mlir::gpu::GPUDialect",
+    "::mlir::scf::SCFDialect",
+    "::mlir::arith::ArithDialect",
+  ];
+}
+
+def FlashGPUStreamOrderPass
+    : Pass<"flash-gpu-stream-order", "::mlir::func::FuncOp"> {
+  let summary = "Order a device function's allocations and launches on its "
+                "stream argument";
+  let description = [{
+    In a function with a `flash.stream` argument (flash-gpu-function-boundary
+    or convert-flash-to-gpu added it): `memref.alloc` / `memref.dealloc`
+    become `gpu.alloc` / `gpu.dealloc` and synchronous `gpu.launch_func`
+    become asynchronous, all depending on the stream (as the attention
+    launches do), so every kernel of the function runs in order on the
+    caller's stream and nothing waits on the host. An allocation without a
+    dealloc (bufferization leaves them to a deallocation pass, whose
+    ownership analysis refuses TMA descriptors and launches) is freed at the
+    end of its block, after every kernel queued before. A constant global
+    (bufferization's home for dense constants) is in host memory: the
+    kernels get a device copy made with `gpu.memcpy` on the stream. A load,
+    store or copy of
+    a memref left in the host code would read device memory there and is
+    an error naming the op. Runs after `gpu-kernel-outlining`.
+  }];
+  let dependentDialects = ["::mlir::gpu::GPUDialect"];
+}
+
 #endif // FLASH_CONVERSION_PASSES

@@ -73,6 +73,11 @@ FailureOr<SmallVector<Value>> tileAttentionGrad(RewriterBase &rewriter,
                                                 int64_t blockQ,
                                                 int64_t blockKv);
 
+/// flash-attention-into-destination on every flash op under `root`: a
+/// result materialized in a memref, whose init is a tensor.empty, is
+/// written into that memref directly.
+void writeAttentionIntoDestinations(Operation *root);
+
 #define GEN_PASS_REGISTRATION
 #include "flash/Transforms/Passes.h.inc"
 

@@ -1,0 +1,103 @@
+// Functions as a frontend writes them for the GPU: tensors at the boundary,
+// elementwise math before and after an attention spelled matmul -> softmax
+// -> matmul, a transpose of K, head reshapes and a row reduction after it.
+// flash-gpu-pipeline compiles each whole; python/tests/test_whole_function_gpu.py
+// runs them against float64 and test/Conversion/flash-gpu-pipeline-whole-function.mlir
+// checks what they become.
+
+// bf16 inputs, D = Dv = 64, the attention output kept in f32 (the portable
+// kernel takes that mix). sin(q) before; tanh(2 o) after, and
+// the row sums of o as a second result.
+func.func @around(%q: tensor<2x4x100x64xbf16>, %k: tensor<2x4x70x64xbf16>,
+                        %v: tensor<2x4x70x64xbf16>)
+    -> (tensor<2x4x100x64xbf16>, tensor<2x4x100xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %qe = math.sin %q : tensor<2x4x100x64xbf16>
+  %kt0 = tensor.empty() : tensor<2x4x64x70xbf16>
+  %kt = linalg.transpose ins(%k : tensor<2x4x70x64xbf16>) outs(%kt0 : tensor<2x4x64x70xbf16>) permutation = [0, 1, 3, 2]
+  %qc = tensor.collapse_shape %qe [[0, 1], [2], [3]] : tensor<2x4x100x64xbf16> into tensor<8x100x64xbf16>
+  %kc = tensor.collapse_shape %kt [[0, 1], [2], [3]] : tensor<2x4x64x70xbf16> into tensor<8x64x70xbf16>
+  %vc = tensor.collapse_shape %v [[0, 1], [2], [3]] : tensor<2x4x70x64xbf16> into tensor<8x70x64xbf16>
+  %s0 = tensor.empty() : tensor<8x100x70xf32>
+  %s1 = linalg.fill ins(%zero : f32) outs(%s0 : tensor<8x100x70xf32>) -> tensor<8x100x70xf32>
+  %s = linalg.batch_matmul ins(%qc, %kc : tensor<8x100x64xbf16>, tensor<8x64x70xbf16>) outs(%s1 : tensor<8x100x70xf32>) -> tensor<8x100x70xf32>
+  %ss0 = tensor.empty() : tensor<8x100x70xf32>
+  %ss = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b, c)>], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%s : tensor<8x100x70xf32>) outs(%ss0 : tensor<8x100x70xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %c = arith.constant 0.125 : f32
+    %y = arith.mulf %x, %c : f32
+    linalg.yield %y : f32
+  } -> tensor<8x100x70xf32>
+  %p0 = tensor.empty() : tensor<8x100x70xf32>
+  %p = linalg.softmax dimension(2) ins(%ss : tensor<8x100x70xf32>) outs(%p0 : tensor<8x100x70xf32>) -> tensor<8x100x70xf32>
+  %pb0 = tensor.empty() : tensor<8x100x70xbf16>
+  %pb = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b, c)>], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%p : tensor<8x100x70xf32>) outs(%pb0 : tensor<8x100x70xbf16>) {
+  ^bb0(%x: f32, %o: bf16):
+    %t = arith.truncf %x : f32 to bf16
+    linalg.yield %t : bf16
+  } -> tensor<8x100x70xbf16>
+  %o0 = tensor.empty() : tensor<8x100x64xf32>
+  %o1 = linalg.fill ins(%zero : f32) outs(%o0 : tensor<8x100x64xf32>) -> tensor<8x100x64xf32>
+  %o = linalg.batch_matmul ins(%pb, %vc : tensor<8x100x70xbf16>, tensor<8x70x64xbf16>) outs(%o1 : tensor<8x100x64xf32>) -> tensor<8x100x64xf32>
+  %r = tensor.expand_shape %o [[0, 1], [2], [3]] output_shape [2, 4, 100, 64] : tensor<8x100x64xf32> into tensor<2x4x100x64xf32>
+  // After it: tanh(2 o) in bf16, and the row sums of o in f32.
+  %two = arith.constant dense<2.0> : tensor<2x4x100x64xf32>
+  %y = arith.mulf %r, %two : tensor<2x4x100x64xf32>
+  %t = math.tanh %y : tensor<2x4x100x64xf32>
+  %tb = arith.truncf %t : tensor<2x4x100x64xf32> to tensor<2x4x100x64xbf16>
+  %sum0 = tensor.empty() : tensor<2x4x100xf32>
+  %sum1 = linalg.fill ins(%zero : f32) outs(%sum0 : tensor<2x4x100xf32>) -> tensor<2x4x100xf32>
+  %sum = linalg.generic {indexing_maps = [affine_map<(a, b, c, d) -> (a, b, c, d)>, affine_map<(a, b, c, d) -> (a, b, c)>], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%r : tensor<2x4x100x64xf32>) outs(%sum1 : tensor<2x4x100xf32>) {
+  ^bb0(%x: f32, %acc: f32):
+    %a = arith.addf %acc, %x : f32
+    linalg.yield %a : f32
+  } -> tensor<2x4x100xf32>
+  return %tb, %sum : tensor<2x4x100x64xbf16>, tensor<2x4x100xf32>
+}
+
+// bf16, D = 32, Dv = 40 (the wgmma kernel). A causal mask written as a
+// select on the scores; the output returned as the attention wrote it.
+func.func @causal_dv40(%q: tensor<6x90x32xbf16>, %k: tensor<6x130x32xbf16>,
+                      %v: tensor<6x130x40xbf16>) -> tensor<6x90x40xbf16> {
+  %zero = arith.constant 0.0 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %s0 = tensor.empty() : tensor<6x90x130xf32>
+  %s1 = linalg.fill ins(%zero : f32) outs(%s0 : tensor<6x90x130xf32>) -> tensor<6x90x130xf32>
+  %s = linalg.batch_matmul indexing_maps = [affine_map<(b, i, j, d) -> (b, i, d)>, affine_map<(b, i, j, d) -> (b, j, d)>, affine_map<(b, i, j, d) -> (b, i, j)>]
+      ins(%q, %k : tensor<6x90x32xbf16>, tensor<6x130x32xbf16>) outs(%s1 : tensor<6x90x130xf32>) -> tensor<6x90x130xf32>
+  %m0 = tensor.empty() : tensor<6x90x130xf32>
+  %m = linalg.generic {indexing_maps = [affine_map<(b, i, j) -> (b, i, j)>, affine_map<(b, i, j) -> (b, i, j)>], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%s : tensor<6x90x130xf32>) outs(%m0 : tensor<6x90x130xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %i = linalg.index 1 : index
+    %j = linalg.index 2 : index
+    %c = arith.constant 0.17677669 : f32
+    %sc = arith.mulf %x, %c : f32
+    %keep = arith.cmpi ule, %j, %i : index
+    %y = arith.select %keep, %sc, %ninf : f32
+    linalg.yield %y : f32
+  } -> tensor<6x90x130xf32>
+  %p0 = tensor.empty() : tensor<6x90x130xf32>
+  %p = linalg.softmax dimension(2) ins(%m : tensor<6x90x130xf32>) outs(%p0 : tensor<6x90x130xf32>) -> tensor<6x90x130xf32>
+  %pb0 = tensor.empty() : tensor<6x90x130xbf16>
+  %pb = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b, c)>], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%p : tensor<6x90x130xf32>) outs(%pb0 : tensor<6x90x130xbf16>) {
+  ^bb0(%x: f32, %o: bf16):
+    %t = arith.truncf %x : f32 to bf16
+    linalg.yield %t : bf16
+  } -> tensor<6x90x130xbf16>
+  %o0 = tensor.empty() : tensor<6x90x40xf32>
+  %o1 = linalg.fill ins(%zero : f32) outs(%o0 : tensor<6x90x40xf32>) -> tensor<6x90x40xf32>
+  %o = linalg.batch_matmul ins(%pb, %v : tensor<6x90x130xbf16>, tensor<6x130x40xbf16>) outs(%o1 : tensor<6x90x40xf32>) -> tensor<6x90x40xf32>
+  %ob0 = tensor.empty() : tensor<6x90x40xbf16>
+  %ob = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b, c)>], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%o : tensor<6x90x40xf32>) outs(%ob0 : tensor<6x90x40xbf16>) {
+  ^bb0(%x: f32, %y: bf16):
+    %t = arith.truncf %x : f32 to bf16
+    linalg.yield %t : bf16
+  } -> tensor<6x90x40xbf16>
+  return %ob : tensor<6x90x40xbf16>
+}
