@@ -122,3 +122,21 @@ def test_back_to_back_calls_stay_ordered_on_the_stream():
         lib()("around", q, k, v, again, again_sums, pass_stream=True)
         torch.cuda.synchronize()
         assert torch.equal(out, again) and torch.equal(sums, again_sums)
+
+
+def test_tosa_grouped_query_attention():
+    gen = torch.Generator(device="cuda").manual_seed(int.from_bytes(os.urandom(4), "little"))
+    q = torch.randn((2, 6, 10, 16), device="cuda", generator=gen)
+    k = torch.randn((2, 2, 12, 16), device="cuda", generator=gen)
+    v = torch.randn((2, 2, 12, 8), device="cuda", generator=gen)
+    out = torch.full((2, 6, 10, 8), float("nan"), device="cuda")
+    lib()("tosa_gqa", q, k, v, out, pass_stream=True)
+    torch.cuda.synchronize()
+    # Query head h of a batch reads KV head h // 3 (the zeros broadcast).
+    k6, v6 = k.repeat_interleave(3, dim=1), v.repeat_interleave(3, dim=1)
+    o64 = attention64(q.double().flatten(0, 1), k6.double().flatten(0, 1),
+                      v6.double().flatten(0, 1), 0.25).view(2, 6, 10, 8)
+    want = torch.tanh(o64)
+    tol = max(2 * sdpa_error(q.flatten(0, 1), k6.flatten(0, 1), v6.flatten(0, 1), 0.25,
+                             o64.flatten(0, 1)), 1e-5)
+    assert (out.double() - want).abs().max().item() <= tol

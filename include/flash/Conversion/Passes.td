@@ -99,7 +99,10 @@ def FlashGPUFunctionBoundaryPass
     each other tensor operand of a flash op that is not yet a view of a
     buffer gets one: a `memref.alloc` filled by `materialize_in_destination`
     (an init that is a `tensor.empty` is not filled), viewed with
-    `to_tensor restrict`. That is the form convert-flash-to-gpu lowers.
+    `to_tensor restrict`. That is the form convert-flash-to-gpu lowers. In a
+    device function, `tensor.from_elements` of host scalars (a sequence
+    length a score_mod captures) becomes a linalg.generic, so that a kernel
+    writes it into device memory.
 
     A function on tensors that is called in the module is refused (its
     callers pass tensors); unranked tensors and tensors with an encoding
@@ -117,6 +120,7 @@ def FlashGPUFunctionBoundaryPass
   let dependentDialects = [
     "::mlir::bufferization::BufferizationDialect",
     "::mlir::LLVM::LLVMDialect",
+    "::mlir::linalg::LinalgDialect",
     "::mlir::memref::MemRefDialect",
     "::mlir::tensor::TensorDialect",
   ];

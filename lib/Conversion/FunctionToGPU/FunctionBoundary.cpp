@@ -16,7 +16,9 @@
 
 #include "flash/Dialect/Flash/IR/FlashOps.h"
 #include "flash/Transforms/Passes.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/SymbolTable.h"
@@ -131,9 +133,61 @@ static LogicalResult convertBoundary(func::FuncOp func) {
   return success();
 }
 
-/// A view of a new device buffer holding `t` (or, for an init whose
-/// contents the op never reads, just its shape).
-static Value deviceView(OpBuilder &b, Location loc, Value t, bool init) {
+/// `tensor.from_elements` of host scalars (a frontend's sequence length,
+/// captured by a score_mod) as a linalg.generic that selects each element
+/// by its linear index: it bufferizes into a kernel that writes the device
+/// buffer, where from_elements would become host stores into it.
+static void fromElementsAsGeneric(tensor::FromElementsOp op) {
+  OpBuilder b(op);
+  Location loc = op.getLoc();
+  auto type = cast<RankedTensorType>(op.getType());
+  // A rank-0 tensor is written as one element of rank 1: a generic with no
+  // loop would lower to a store on the host.
+  auto loopType =
+      type.getRank() ? type
+                     : RankedTensorType::get({1}, type.getElementType());
+  int64_t rank = loopType.getRank();
+  Value init = tensor::EmptyOp::create(b, loc, loopType.getShape(),
+                                       loopType.getElementType());
+  SmallVector<AffineMap> maps = {b.getMultiDimIdentityMap(rank)};
+  SmallVector<utils::IteratorType> iters(rank, utils::IteratorType::parallel);
+  ValueRange elements = op.getElements();
+  auto generic = linalg::GenericOp::create(
+      b, loc, TypeRange{loopType}, ValueRange{}, ValueRange{init}, maps, iters,
+      [&](OpBuilder &nb, Location nl, ValueRange) {
+        Value v = elements.back();
+        if (elements.size() == 1) {
+          linalg::YieldOp::create(nb, nl, v);
+          return;
+        }
+        // Row-major linear index of the element this point writes.
+        Value linear = arith::ConstantIndexOp::create(nb, nl, 0);
+        for (int64_t d = 0; d < rank; ++d) {
+          Value size =
+              arith::ConstantIndexOp::create(nb, nl, loopType.getDimSize(d));
+          Value idx = linalg::IndexOp::create(nb, nl, d);
+          linear = arith::AddIOp::create(
+              nb, nl, arith::MulIOp::create(nb, nl, linear, size), idx);
+        }
+        for (int64_t i = static_cast<int64_t>(elements.size()) - 2; i >= 0;
+             --i) {
+          Value is = arith::CmpIOp::create(
+              nb, nl, arith::CmpIPredicate::eq, linear,
+              arith::ConstantIndexOp::create(nb, nl, i));
+          v = arith::SelectOp::create(nb, nl, is, elements[i], v);
+        }
+        linalg::YieldOp::create(nb, nl, v);
+      });
+  Value result = generic.getResult(0);
+  if (!type.getRank())
+    result = tensor::CollapseShapeOp::create(
+        b, loc, type, result, ArrayRef<ReassociationIndices>{});
+  op.replaceAllUsesWith(result);
+  op.erase();
+}
+
+/// A new device buffer of `t`'s shape, holding `t` unless `fill` is false.
+static Value newDeviceBuffer(OpBuilder &b, Location loc, Value t, bool fill) {
   auto tt = cast<RankedTensorType>(t.getType());
   SmallVector<Value> dynSizes;
   for (int64_t d = 0; d < tt.getRank(); ++d)
@@ -141,21 +195,21 @@ static Value deviceView(OpBuilder &b, Location loc, Value t, bool init) {
       dynSizes.push_back(tensor::DimOp::create(b, loc, t, d));
   auto type = MemRefType::get(tt.getShape(), tt.getElementType());
   Value buffer = memref::AllocOp::create(b, loc, type, dynSizes);
-  if (!(init && t.getDefiningOp<tensor::EmptyOp>())) {
+  if (fill) {
     auto store =
         bufferization::MaterializeInDestinationOp::create(b, loc, t, buffer);
     store.setRestrict(true);
     store.setWritable(true);
   }
-  return bufferization::ToTensorOp::create(b, loc, tt, buffer,
-                                           /*restrict=*/true,
-                                           /*writable=*/init);
+  return buffer;
 }
 
-/// The buffer `t` is a reshape of, viewed with the same reshapes: frontends
-/// fold heads into the batch (`[B, H, L, D]` to `[B·H, L, D]`), and such a
-/// view of the caller's buffer needs no copy. Null when `t` is anything
-/// else.
+/// The buffer holding `t`, seen through the reshapes (`collapse_shape`,
+/// `expand_shape`) that made `t`: frontends fold heads into the batch
+/// (`[B, H, L, D]` to `[B·H, L, D]`), and such a view of a buffer needs no
+/// copy. Below the reshapes is a view of a buffer, or else a value stored
+/// into a new buffer of its own shape (so that what computes it can write
+/// that buffer in place). Null when a reshape has no identity-layout view.
 static Value reshapedBuffer(OpBuilder &b, Value t) {
   if (auto view = t.getDefiningOp<bufferization::ToTensorOp>())
     return view.getBuffer();
@@ -179,31 +233,32 @@ static Value reshapedBuffer(OpBuilder &b, Value t) {
         b, expand.getLoc(), type, src, expand.getReassociationIndices(),
         expand.getMixedOutputShape());
   }
-  return Value();
+  return newDeviceBuffer(b, t.getLoc(), t, /*fill=*/true);
 }
 
 static void operandsIntoDeviceBuffers(Operation *op) {
   OpBuilder b(op);
+  Location loc = op->getLoc();
   auto dps = dyn_cast<DestinationStyleOpInterface>(op);
   for (OpOperand &operand : op->getOpOperands()) {
     Value t = operand.get();
-    if (!isa<RankedTensorType>(t.getType()) ||
-        t.getDefiningOp<bufferization::ToTensorOp>())
+    auto tt = dyn_cast<RankedTensorType>(t.getType());
+    if (!tt || t.getDefiningOp<bufferization::ToTensorOp>())
       continue;
-    bool init = dps && dps.isDpsInit(&operand);
-    if (!init) {
-      if (Value buffer = reshapedBuffer(b, t)) {
-        auto type = cast<MemRefType>(buffer.getType());
-        if (type.getLayout().isIdentity()) {
-          // Not `restrict`: the buffer is also read through its own view.
-          operand.set(bufferization::ToTensorOp::create(
-              b, op->getLoc(), t.getType(), buffer, /*restrict=*/false,
-              /*writable=*/false));
-          continue;
-        }
-      }
+    // An init's contents matter only where the op does not overwrite them
+    // (a varlen batch's uncovered rows); a tensor.empty has none.
+    if (dps && dps.isDpsInit(&operand)) {
+      Value buffer = newDeviceBuffer(b, loc, t, /*fill=*/!t.getDefiningOp<tensor::EmptyOp>());
+      operand.set(bufferization::ToTensorOp::create(
+          b, loc, tt, buffer, /*restrict=*/true, /*writable=*/true));
+      continue;
     }
-    operand.set(deviceView(b, op->getLoc(), t, init));
+    Value buffer = reshapedBuffer(b, t);
+    if (!buffer || !cast<MemRefType>(buffer.getType()).getLayout().isIdentity())
+      buffer = newDeviceBuffer(b, loc, t, /*fill=*/true);
+    // Not `restrict`: the buffer may also be read through another view.
+    operand.set(bufferization::ToTensorOp::create(
+        b, loc, tt, buffer, /*restrict=*/false, /*writable=*/false));
   }
 }
 
@@ -229,6 +284,12 @@ struct FlashGPUFunctionBoundaryPass
         return signalPassFailure();
     }
     for (auto func : module.getOps<func::FuncOp>()) {
+      if (hasStreamArgument(func)) {
+        SmallVector<tensor::FromElementsOp> scalars;
+        func.walk([&](tensor::FromElementsOp op) { scalars.push_back(op); });
+        for (tensor::FromElementsOp op : scalars)
+          fromElementsAsGeneric(op);
+      }
       writeAttentionIntoDestinations(func);
       func.walk([](Operation *op) {
         if (isa<AttentionOp, AttentionGradOp, PagedAttentionOp,

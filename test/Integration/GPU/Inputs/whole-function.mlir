@@ -101,3 +101,45 @@ func.func @causal_dv40(%q: tensor<6x90x32xbf16>, %k: tensor<6x130x32xbf16>,
   } -> tensor<6x90x40xbf16>
   return %ob : tensor<6x90x40xbf16>
 }
+
+// TOSA as a frontend writes grouped-query attention (f32, the portable
+// kernel; test/Transforms/raise-attention/tosa.mlir): K/V reshaped to
+// [B, Hkv, 1, L, D], broadcast by adding zeros, reshaped back and K
+// transposed for tosa.matmul; tanh after it.
+func.func @tosa_gqa(%q: tensor<2x6x10x16xf32>, %k: tensor<2x2x12x16xf32>, %v: tensor<2x2x12x8xf32>) -> tensor<2x6x10x8xf32> {
+  %zp = "tosa.const"() <{values = dense<0.0> : tensor<1xf32>}> : () -> tensor<1xf32>
+  %shift = "tosa.const"() <{values = dense<0> : tensor<1xi8>}> : () -> tensor<1xi8>
+  %k5s = tosa.const_shape {values = dense<[2, 2, 1, 12, 16]> : tensor<5xindex>} : () -> !tosa.shape<5>
+  %v5s = tosa.const_shape {values = dense<[2, 2, 1, 12, 8]> : tensor<5xindex>} : () -> !tosa.shape<5>
+  %k5 = tosa.reshape %k, %k5s : (tensor<2x2x12x16xf32>, !tosa.shape<5>) -> tensor<2x2x1x12x16xf32>
+  %v5 = tosa.reshape %v, %v5s : (tensor<2x2x12x8xf32>, !tosa.shape<5>) -> tensor<2x2x1x12x8xf32>
+  %kz = "tosa.const"() <{values = dense<0.0> : tensor<2x2x3x12x16xf32>}> : () -> tensor<2x2x3x12x16xf32>
+  %vz = "tosa.const"() <{values = dense<0.0> : tensor<2x2x3x12x8xf32>}> : () -> tensor<2x2x3x12x8xf32>
+  %kb = tosa.add %k5, %kz : (tensor<2x2x1x12x16xf32>, tensor<2x2x3x12x16xf32>) -> tensor<2x2x3x12x16xf32>
+  %vb = tosa.add %v5, %vz : (tensor<2x2x1x12x8xf32>, tensor<2x2x3x12x8xf32>) -> tensor<2x2x3x12x8xf32>
+  %k4s = tosa.const_shape {values = dense<[2, 6, 12, 16]> : tensor<4xindex>} : () -> !tosa.shape<4>
+  %v4s = tosa.const_shape {values = dense<[2, 6, 12, 8]> : tensor<4xindex>} : () -> !tosa.shape<4>
+  %kr = tosa.reshape %kb, %k4s : (tensor<2x2x3x12x16xf32>, !tosa.shape<4>) -> tensor<2x6x12x16xf32>
+  %vr = tosa.reshape %vb, %v4s : (tensor<2x2x3x12x8xf32>, !tosa.shape<4>) -> tensor<2x6x12x8xf32>
+  %kt = tosa.transpose %kr {perms = array<i32: 0, 1, 3, 2>} : (tensor<2x6x12x16xf32>) -> tensor<2x6x16x12xf32>
+  %q3s = tosa.const_shape {values = dense<[12, 10, 16]> : tensor<3xindex>} : () -> !tosa.shape<3>
+  %kt3s = tosa.const_shape {values = dense<[12, 16, 12]> : tensor<3xindex>} : () -> !tosa.shape<3>
+  %v3s = tosa.const_shape {values = dense<[12, 12, 8]> : tensor<3xindex>} : () -> !tosa.shape<3>
+  %os = tosa.const_shape {values = dense<[2, 6, 10, 8]> : tensor<4xindex>} : () -> !tosa.shape<4>
+  %q3 = tosa.reshape %q, %q3s : (tensor<2x6x10x16xf32>, !tosa.shape<3>) -> tensor<12x10x16xf32>
+  %kt3 = tosa.reshape %kt, %kt3s : (tensor<2x6x16x12xf32>, !tosa.shape<3>) -> tensor<12x16x12xf32>
+  %v3 = tosa.reshape %vr, %v3s : (tensor<2x6x12x8xf32>, !tosa.shape<3>) -> tensor<12x12x8xf32>
+  %s = tosa.matmul %q3, %kt3, %zp, %zp : (tensor<12x10x16xf32>, tensor<12x16x12xf32>, tensor<1xf32>, tensor<1xf32>) -> tensor<12x10x12xf32>
+  %c = "tosa.const"() <{values = dense<0.25> : tensor<1x1x1xf32>}> : () -> tensor<1x1x1xf32>
+  %ss = tosa.mul %s, %c, %shift : (tensor<12x10x12xf32>, tensor<1x1x1xf32>, tensor<1xi8>) -> tensor<12x10x12xf32>
+  %m = tosa.reduce_max %ss {axis = 2 : i32} : (tensor<12x10x12xf32>) -> tensor<12x10x1xf32>
+  %d = tosa.sub %ss, %m : (tensor<12x10x12xf32>, tensor<12x10x1xf32>) -> tensor<12x10x12xf32>
+  %e = tosa.exp %d : (tensor<12x10x12xf32>) -> tensor<12x10x12xf32>
+  %su = tosa.reduce_sum %e {axis = 2 : i32} : (tensor<12x10x12xf32>) -> tensor<12x10x1xf32>
+  %rs = tosa.reciprocal %su : (tensor<12x10x1xf32>) -> tensor<12x10x1xf32>
+  %p = tosa.mul %e, %rs, %shift : (tensor<12x10x12xf32>, tensor<12x10x1xf32>, tensor<1xi8>) -> tensor<12x10x12xf32>
+  %o3 = tosa.matmul %p, %v3, %zp, %zp : (tensor<12x10x12xf32>, tensor<12x12x8xf32>, tensor<1xf32>, tensor<1xf32>) -> tensor<12x10x8xf32>
+  %o = tosa.reshape %o3, %os : (tensor<12x10x8xf32>, !tosa.shape<4>) -> tensor<2x6x10x8xf32>
+  %t = tosa.tanh %o : (tensor<2x6x10x8xf32>) -> tensor<2x6x10x8xf32>
+  return %t : tensor<2x6x10x8xf32>
+}
