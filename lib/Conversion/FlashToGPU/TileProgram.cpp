@@ -358,6 +358,29 @@ TileClass gpu_lowering::classifyScoreTile(ImplicitLocOpBuilder &b,
                        lq, lk);
 }
 
+/// `while (lo < hi) (lo, hi) = step(lo, hi)` as an scf.while; the final
+/// (lo, hi).
+static std::pair<Value, Value>
+bisect(ImplicitLocOpBuilder &b, Value lo, Value hi,
+       function_ref<std::pair<Value, Value>(ImplicitLocOpBuilder &, Value,
+                                            Value)>
+           step) {
+  Type idx = b.getIndexType();
+  auto loop = scf::WhileOp::create(
+      b, TypeRange{idx, idx}, ValueRange{lo, hi},
+      [&](OpBuilder &ob, Location loc, ValueRange args) {
+        Value more = arith::CmpIOp::create(ob, loc, arith::CmpIPredicate::slt,
+                                           args[0], args[1]);
+        scf::ConditionOp::create(ob, loc, more, args);
+      },
+      [&](OpBuilder &ob, Location loc, ValueRange args) {
+        ImplicitLocOpBuilder ib(loc, ob);
+        auto [nextLo, nextHi] = step(ib, args[0], args[1]);
+        scf::YieldOp::create(ib, ValueRange{nextLo, nextHi});
+      });
+  return {loop.getResult(0), loop.getResult(1)};
+}
+
 std::pair<Value, Value> gpu_lowering::trimHiddenTiles(
     ImplicitLocOpBuilder &b, Region &scoreMod, const IndexMask &mask,
     ArrayRef<Value> batchIdx, std::pair<Value, Value> range, Value q0,
@@ -380,52 +403,41 @@ std::pair<Value, Value> gpu_lowering::trimHiddenTiles(
                          lq, lk)
         .empty;
   };
-  Type idx = b.getIndexType();
   // First: the largest lo with [range.first, lo) proven hidden, searched in
   // [lo, hi]: mid = (lo + hi + 1) / 2; hidden [lo, mid) -> lo = mid, else
   // hi = mid - 1.
-  auto first = scf::WhileOp::create(
-      b, TypeRange{idx, idx}, ValueRange{range.first, end},
-      [&](OpBuilder &ob, Location loc, ValueRange args) {
-        Value more = arith::CmpIOp::create(ob, loc, arith::CmpIPredicate::slt,
-                                           args[0], args[1]);
-        scf::ConditionOp::create(ob, loc, more, args);
-      },
-      [&](OpBuilder &ob, Location loc, ValueRange args) {
-        ImplicitLocOpBuilder ib(loc, ob);
-        Value lo = args[0], hi = args[1];
-        Value mid = arith::DivUIOp::create(
-            ib, arith::AddIOp::create(ib, arith::AddIOp::create(ib, lo, hi),
-                                      constIdx(ib, 1)),
-            constIdx(ib, 2));
-        Value gone = hidden(ob, loc, lo, mid);
-        Value nextLo = arith::SelectOp::create(ib, gone, mid, lo);
-        Value nextHi = arith::SelectOp::create(
-            ib, gone, hi, arith::SubIOp::create(ib, mid, constIdx(ib, 1)));
-        scf::YieldOp::create(ib, ValueRange{nextLo, nextHi});
-      });
-  Value begin = first.getResult(0);
+  Value begin =
+      bisect(b, range.first, end,
+             [&](ImplicitLocOpBuilder &ib, Value lo, Value hi) {
+               Value mid = arith::DivUIOp::create(
+                   ib,
+                   arith::AddIOp::create(ib, arith::AddIOp::create(ib, lo, hi),
+                                         constIdx(ib, 1)),
+                   constIdx(ib, 2));
+               Value gone = hidden(ib, ib.getLoc(), lo, mid);
+               return std::pair<Value, Value>{
+                   arith::SelectOp::create(ib, gone, mid, lo),
+                   arith::SelectOp::create(
+                       ib, gone, hi,
+                       arith::SubIOp::create(ib, mid, constIdx(ib, 1)))};
+             })
+          .first;
   // Last: the smallest hi with [hi, end) proven hidden, in [lo, hi]:
   // mid = (lo + hi) / 2; hidden [mid, hi) -> hi = mid, else lo = mid + 1.
-  auto last = scf::WhileOp::create(
-      b, TypeRange{idx, idx}, ValueRange{begin, end},
-      [&](OpBuilder &ob, Location loc, ValueRange args) {
-        Value more = arith::CmpIOp::create(ob, loc, arith::CmpIPredicate::slt,
-                                           args[0], args[1]);
-        scf::ConditionOp::create(ob, loc, more, args);
-      },
-      [&](OpBuilder &ob, Location loc, ValueRange args) {
-        ImplicitLocOpBuilder ib(loc, ob);
-        Value lo = args[0], hi = args[1];
-        Value mid = arith::DivUIOp::create(
-            ib, arith::AddIOp::create(ib, lo, hi), constIdx(ib, 2));
-        Value gone = hidden(ob, loc, mid, hi);
-        Value nextLo = arith::SelectOp::create(
-            ib, gone, lo, arith::AddIOp::create(ib, mid, constIdx(ib, 1)));
-        Value nextHi = arith::SelectOp::create(ib, gone, mid, hi);
-        scf::YieldOp::create(ib, ValueRange{nextLo, nextHi});
-      });
-  return {begin, last.getResult(1)};
+  Value stop =
+      bisect(b, begin, end,
+             [&](ImplicitLocOpBuilder &ib, Value lo, Value hi) {
+               Value mid = arith::DivUIOp::create(
+                   ib, arith::AddIOp::create(ib, lo, hi), constIdx(ib, 2));
+               Value gone = hidden(ib, ib.getLoc(), mid, hi);
+               return std::pair<Value, Value>{
+                   arith::SelectOp::create(
+                       ib, gone, lo,
+                       arith::AddIOp::create(ib, mid, constIdx(ib, 1))),
+                   arith::SelectOp::create(ib, gone, mid, hi)};
+             })
+          .second;
+  return {begin, stop};
 }
 
 Value gpu_lowering::loadCapture(OpBuilder &b, ArrayRef<Value> captures,

@@ -8,7 +8,9 @@ namespace mlir {
 class Pass;
 namespace flash::test {
 std::unique_ptr<Pass> createTestRoundTripPass();
+/// Every test pass (TestPasses.cpp).
 void registerTestPasses();
+void registerTestRoundTripPass();
 void registerTestRaiseCensusPass();
 } // namespace flash::test
 } // namespace mlir
