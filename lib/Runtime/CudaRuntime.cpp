@@ -653,6 +653,71 @@ FLASH_RT_EXPORT void flashRuntimeClearError(void) {
   tls.error.clear();
 }
 
+FLASH_RT_EXPORT int flashRuntimeCall(int ordinal, void *function, int nargs,
+                                     void **args) {
+  // The host functions take only pointers (memref descriptors, the stream
+  // last), so a call through a pointer of the matching arity is the C call.
+  if (nargs < 1 || nargs > 16 || !function) {
+    setError(FLASH_RT_INVALID_ARGUMENT,
+             "flashRuntimeCall: a function and 1 to 16 pointer arguments, the "
+             "stream last (got %d)",
+             nargs);
+    return tls.status;
+  }
+  if (flashRuntimeBindStream(ordinal, args[nargs - 1]) != FLASH_RT_OK)
+    return tls.status;
+  using P = void *;
+  void **a = args;
+  switch (nargs) {
+#define FLASH_RT_CALL(N, ...)                                                  \
+  case N:                                                                      \
+    reinterpret_cast<void (*)(__VA_ARGS__)>(function)
+    FLASH_RT_CALL(1, P)(a[0]); break;
+    FLASH_RT_CALL(2, P, P)(a[0], a[1]); break;
+    FLASH_RT_CALL(3, P, P, P)(a[0], a[1], a[2]); break;
+    FLASH_RT_CALL(4, P, P, P, P)(a[0], a[1], a[2], a[3]); break;
+    FLASH_RT_CALL(5, P, P, P, P, P)(a[0], a[1], a[2], a[3], a[4]); break;
+    FLASH_RT_CALL(6, P, P, P, P, P, P)(a[0], a[1], a[2], a[3], a[4], a[5]);
+    break;
+    FLASH_RT_CALL(7, P, P, P, P, P, P, P)
+    (a[0], a[1], a[2], a[3], a[4], a[5], a[6]);
+    break;
+    FLASH_RT_CALL(8, P, P, P, P, P, P, P, P)
+    (a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]);
+    break;
+    FLASH_RT_CALL(9, P, P, P, P, P, P, P, P, P)
+    (a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8]);
+    break;
+    FLASH_RT_CALL(10, P, P, P, P, P, P, P, P, P, P)
+    (a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9]);
+    break;
+    FLASH_RT_CALL(11, P, P, P, P, P, P, P, P, P, P, P)
+    (a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10]);
+    break;
+    FLASH_RT_CALL(12, P, P, P, P, P, P, P, P, P, P, P, P)
+    (a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11]);
+    break;
+    FLASH_RT_CALL(13, P, P, P, P, P, P, P, P, P, P, P, P, P)
+    (a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11],
+     a[12]);
+    break;
+    FLASH_RT_CALL(14, P, P, P, P, P, P, P, P, P, P, P, P, P, P)
+    (a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11],
+     a[12], a[13]);
+    break;
+    FLASH_RT_CALL(15, P, P, P, P, P, P, P, P, P, P, P, P, P, P, P)
+    (a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11],
+     a[12], a[13], a[14]);
+    break;
+    FLASH_RT_CALL(16, P, P, P, P, P, P, P, P, P, P, P, P, P, P, P, P)
+    (a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11],
+     a[12], a[13], a[14], a[15]);
+    break;
+#undef FLASH_RT_CALL
+  }
+  return tls.status;
+}
+
 FLASH_RT_EXPORT int flashRuntimeCheckPointer(const void *ptr,
                                              uint64_t alignment,
                                              const char *what) {

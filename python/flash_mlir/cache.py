@@ -17,7 +17,8 @@ from . import _capi
 from ._version import __version__
 
 # Bump when the way artifacts are built changes (linking, calling convention).
-ARTIFACT_FORMAT = 2
+# 3: launchers call through the bundled runtime's flashRuntimeCall.
+ARTIFACT_FORMAT = 3
 
 
 def cache_dir():

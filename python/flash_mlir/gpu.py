@@ -172,9 +172,15 @@ class KernelLibrary:
         fn = self.entry(name)
         local = threading.local()
         lib, alignment = self.lib, self.alignment
-        bind = lib.flashRuntimeBindStream
-        bind.argtypes = [ctypes.c_int, ctypes.c_void_p]
-        status = lib.flashRuntimeGetStatus
+        # One foreign call per launch: flashRuntimeCall binds the stream (the
+        # last argument) and the device, calls the host function and returns
+        # the status. Its arguments go without argtypes conversion: the
+        # device and the count as C ints, the function and the argument
+        # array as prebuilt ctypes objects.
+        call = lib.flashRuntimeCall
+        call.restype = ctypes.c_int
+        function = ctypes.c_void_p(ctypes.cast(fn, ctypes.c_void_p).value)
+        nargs = len(ranks) + 1
 
         def new_state():
             descs = [_desc_type(r)() for r in ranks]
@@ -185,8 +191,8 @@ class KernelLibrary:
                     for i in reversed(range(len(shape))):
                         d.strides[i] = stride
                         stride *= max(shape[i], 1)
-            handle = ctypes.c_void_p()
-            local.state = (descs, [ctypes.byref(d) for d in descs] + [handle], handle)
+            argv = (ctypes.c_void_p * nargs)(*[ctypes.addressof(d) for d in descs], None)
+            local.state = (descs, argv)
             return local.state
 
         def misaligned(i, t, ptr):
@@ -194,19 +200,11 @@ class KernelLibrary:
                 f"argument {i} of {name}: data pointer {ptr:#x} is not {alignment}-byte "
                 f"aligned (storage offset {t.storage_offset()})", 4)
 
-        def finish(args, handle, stream, device):
-            # The runtime's stream binding is per thread and shared by every
-            # kernel library of the process: bind on every call.
-            handle.value = stream
-            bind(device, handle)
-            fn(*args)
-            if status():
-                self._raise_if_error()
-
         static = shapes is not None
+        last = nargs - 1
 
         def launch(tensors, stream, device):
-            descs, args, handle = getattr(local, "state", None) or new_state()
+            descs, argv = getattr(local, "state", None) or new_state()
             for i, (d, t) in enumerate(zip(descs, tensors)):
                 ptr = t.data_ptr()
                 if ptr % alignment:
@@ -215,7 +213,11 @@ class KernelLibrary:
                 if not static:
                     d.sizes[:] = t.shape
                     d.strides[:] = t.stride()
-            finish(args, handle, stream, device)
+            # The runtime's stream binding is per thread and shared by every
+            # kernel library of the process: bound on every call.
+            argv[last] = stream
+            if call(device, function, nargs, argv):
+                self._raise_if_error()
 
         return launch
 

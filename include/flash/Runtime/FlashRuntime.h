@@ -33,6 +33,11 @@ int flashRuntimeSetDevice(int ordinal);
 /* flashRuntimeSetStream(stream) and flashRuntimeSetDevice(ordinal) in one call (the
  * per-call binding of a launcher). Returns the status of the device selection. */
 int flashRuntimeBindStream(int ordinal, void *stream);
+/* One launch of a host function whose arguments are `nargs` pointers (1 to 16:
+ * memref descriptors, the stream last): binds the stream args[nargs - 1] and the
+ * device as flashRuntimeBindStream does, calls `function`, and returns the
+ * thread's status (what a launcher checks), all in one call. */
+int flashRuntimeCall(int ordinal, void *function, int nargs, void **args);
 /* Load the driver and make a context current; returns a status. Optional: every entry
  * point initializes lazily. */
 int flashRuntimeInit(void);

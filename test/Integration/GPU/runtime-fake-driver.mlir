@@ -13,19 +13,24 @@
 // CHECK: bound x5: launches=5 stream=0xabc0 creates=0 syncs=0 loads=1 setattr=0 allocs=0 {{.*}} status=0
 // Unbound: one runtime stream for the thread, created once; the host code's syncs honoured.
 // CHECK-NEXT: unbound x3: launches=8 stream=0x5001 creates=1 syncs=3 loads=1 {{.*}} status=0
+// flashRuntimeCall binds its last argument as the stream and launches there.
+// CHECK-NEXT: call: status=0
+// CHECK-NEXT: call x1: launches=9 stream=0xd00d0 creates=1 syncs=3 {{.*}} status=0
+// CHECK-NEXT: call with 0 arguments: status=4
+// CHECK-NEXT: call 0 args: launches=9 {{.*}} status=4 flashRuntimeCall: a function and 1 to 16 pointer arguments, the stream last (got 0)
 // The >48 KiB shared-memory attribute is set once, not per launch; past the device's limit
 // the call fails cleanly and launches nothing.
-// CHECK-NEXT: smem 100K x3: launches=11 stream=0xabc0 creates=1 syncs=3 loads=1 setattr=1 {{.*}} status=0
-// CHECK-NEXT: smem 300K: launches=11 {{.*}} status=5 kernel 'smem_copy' needs 307200 bytes of dynamic shared memory; device 0 'Fake H200' (sm_90) allows at most 232448
-// CHECK-NEXT: wrong arch: launches=11 {{.*}} status=3 cannot load the kernel module (a cubin for sm_90) on device 0 'Fake H200' (sm_90): CUDA_ERROR_NO_BINARY_FOR_GPU; rebuild it
+// CHECK-NEXT: smem 100K x3: launches=12 stream=0xabc0 creates=1 syncs=3 loads=1 setattr=1 {{.*}} status=0
+// CHECK-NEXT: smem 300K: launches=12 {{.*}} status=5 kernel 'smem_copy' needs 307200 bytes of dynamic shared memory; device 0 'Fake H200' (sm_90) allows at most 232448
+// CHECK-NEXT: wrong arch: launches=12 {{.*}} status=3 cannot load the kernel module (a cubin for sm_90) on device 0 'Fake H200' (sm_90): CUDA_ERROR_NO_BINARY_FOR_GPU; rebuild it
 // A failed load is not cached; TMA maps: one pool allocation, uploaded once, then hits.
-// CHECK-NEXT: tma call 0: launches=12 stream=0xabc0 {{.*}} loads=2 setattr=1 allocs=1 htod=2/0 encodes=4 status=0
-// CHECK-NEXT: tma call 1: launches=13 stream=0xabc0 {{.*}} allocs=1 htod=2/0 encodes=6 status=0
-// CHECK-NEXT: tma misaligned: launches=13 {{.*}} status=4 TMA descriptor: base address 0x30000008 is not 16-byte aligned
+// CHECK-NEXT: tma call 0: launches=13 stream=0xabc0 {{.*}} loads=2 setattr=1 allocs=1 htod=2/0 encodes=4 status=0
+// CHECK-NEXT: tma call 1: launches=14 stream=0xabc0 {{.*}} allocs=1 htod=2/0 encodes=6 status=0
+// CHECK-NEXT: tma misaligned: launches=14 {{.*}} status=4 TMA descriptor: base address 0x30000008 is not 16-byte aligned
 // A new map inside a capture is uploaded asynchronously on the capturing stream; its
 // first eager use rewrites it synchronously once, then it is a hit.
-// CHECK-NEXT: tma captured: launches=14 stream=0xcafe0 {{.*}} allocs=1 htod=2/1 encodes=8 status=0
+// CHECK-NEXT: tma captured: launches=15 stream=0xcafe0 {{.*}} allocs=1 htod=2/1 encodes=8 status=0
 // CHECK-NEXT: captured upload stream=0xcafe0
-// CHECK-NEXT: tma eager after capture: launches=15 {{.*}} htod=3/1 encodes=10 status=0
-// CHECK-NEXT: tma eager again: launches=16 {{.*}} htod=3/1 encodes=12 status=0
-// CHECK-NEXT: runtime counters: module_load=2 stream_create=1 launch=16 tensormap_upload=4 tensormap_hit=8
+// CHECK-NEXT: tma eager after capture: launches=16 {{.*}} htod=3/1 encodes=10 status=0
+// CHECK-NEXT: tma eager again: launches=17 {{.*}} htod=3/1 encodes=12 status=0
+// CHECK-NEXT: runtime counters: module_load=2 stream_create=1 launch=17 tensormap_upload=4 tensormap_hit=8

@@ -69,6 +69,15 @@ module attributes {gpu.container_module} {
     return
   }
 
+  // y += x with the convention of the attention host functions (descriptors,
+  // the stream last), for flashRuntimeCall: the launch goes to the stream
+  // the call binds.
+  func.func @add_on_stream(%x: memref<?xf32>, %y: memref<?xf32>, %stream: !llvm.ptr) attributes {llvm.emit_c_interface} {
+    %one = arith.constant 1.0 : f32
+    func.call @axpy(%x, %y, %one) : (memref<?xf32>, memref<?xf32>, f32) -> ()
+    return
+  }
+
   // n must be a multiple of 256; smem_bytes >= 1024 bytes of dynamic shared memory.
   func.func @smem_copy(%x: memref<?xf32>, %y: memref<?xf32>, %smem: i32) attributes {llvm.emit_c_interface} {
     %c0 = arith.constant 0 : index

@@ -59,6 +59,15 @@ rk.flashRuntimeResetStream()
 for _ in range(3):
     rk._mlir_ciface_axpy(C.byref(x), C.byref(y), C.c_float(2.0))
 show("unbound x3", rk)
+# flashRuntimeCall: bind the last argument as the stream, call, return the
+# status; an argument count out of range is refused before anything runs.
+rk.flashRuntimeResetStream()
+argv = (C.c_void_p * 3)(C.addressof(x), C.addressof(y), 0xD00D0)
+fn = C.cast(rk._mlir_ciface_add_on_stream, C.c_void_p)
+print(f"call: status={rk.flashRuntimeCall(0, fn, 3, argv)}")
+show("call x1", rk)
+print(f"call with 0 arguments: status={rk.flashRuntimeCall(0, fn, 0, argv)}")
+show("call 0 args", rk)
 rk.flashRuntimeSetStream(C.c_void_p(0xABC0))
 xs, ys = desc(0x10000000, [1024]), desc(0x20000000, [1024])
 for _ in range(3):
