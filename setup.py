@@ -9,6 +9,8 @@ import subprocess
 
 from setuptools import setup
 from setuptools.command.build_py import build_py
+from setuptools.dist import Distribution
+from wheel.bdist_wheel import bdist_wheel
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 LIBS = ("libFlashCAPI.so", "libflash_cuda_runtime.so")
@@ -33,5 +35,23 @@ class BuildWithCMake(build_py):
                             os.path.join(dest, name))
 
 
+class NativeLibraries(Distribution):
+    """The package holds native libraries, so it is built and installed as platform code
+    (platlib), though no Python extension module is among them."""
+
+    def has_ext_modules(self):
+        return True
+
+
+class PlatformWheel(bdist_wheel):
+    """The libraries are loaded through ctypes, not as an extension module: the wheel
+    fits any Python 3 (no ABI tag) on this machine's platform."""
+
+    def get_tag(self):
+        return ("py3", "none", super().get_tag()[2])
+
+
 # setuptools' own build folder is not build/, which is the CMake tree.
-setup(cmdclass={"build_py": BuildWithCMake}, options={"build": {"build_base": "build-py"}})
+setup(distclass=NativeLibraries,
+      cmdclass={"build_py": BuildWithCMake, "bdist_wheel": PlatformWheel},
+      options={"build": {"build_base": "build-py"}})

@@ -10,7 +10,7 @@ PACKAGES=(
   libomp-dev
   clang-22 libclang-rt-22-dev libfuzzer-22-dev
   python3 python3-numpy python3-pytest python3-torch
-  python3-venv python3-pip python3-setuptools python3-wheel
+  python3-venv python3-pip python3-setuptools python3-wheel python3-build
 )
 
 missing=()
