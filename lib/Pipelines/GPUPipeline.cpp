@@ -5,7 +5,7 @@
 #include "PipelineSteps.h"
 #include "flash/Transforms/Passes.h"
 
-#include "mlir/Dialect/GPU/Pipelines/Passes.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
@@ -46,14 +46,37 @@ void flash::buildFlashGPUPipeline(OpPassManager &pm,
                          "convert-parallel-loops-to-gpu,gpu-kernel-outlining,"
                          "func.func(flash-gpu-stream-order),canonicalize");
 
-  // The upstream NVVM pipeline: kernels to NVVM and a serialized binary,
-  // host code (TMA descriptor creation, launch on the given stream) to LLVM.
-  gpu::GPUToNVVMPipelineOptions nvvm;
-  nvvm.cubinChip = kernel.chip;
-  nvvm.cubinFeatures = options.features;
-  nvvm.cubinFormat = options.format;
+  // Kernels to NVVM and a serialized binary, host code (TMA descriptor
+  // creation, launch on the given stream) to LLVM.
+  FlashNVVMPipelineOptions nvvm;
+  nvvm.chip = kernel.chip;
+  nvvm.features = options.features;
+  nvvm.format = options.format;
   nvvm.optLevel = options.optLevel;
-  gpu::buildLowerToNVVMPassPipeline(pm, nvvm);
+  buildFlashLowerToNVVMPipeline(pm, nvvm);
+}
+
+void flash::buildFlashLowerToNVVMPipeline(
+    OpPassManager &pm, const FlashNVVMPipelineOptions &options) {
+  // The passes and options of MLIR 22's gpu-lower-to-nvvm-pipeline, in its
+  // order (mlir-opt --dump-pass-pipeline shows them), with one pass added.
+  addTextualPipeline(
+      pm, llvm::formatv(
+              "convert-nvgpu-to-nvvm,gpu-kernel-outlining,"
+              "convert-vector-to-scf,convert-scf-to-cf,convert-nvvm-to-llvm,"
+              "convert-func-to-llvm,expand-strided-metadata,"
+              "nvvm-attach-target{{O={0} chip={1} features={2}},"
+              "lower-affine,convert-arith-to-llvm,"
+              "convert-index-to-llvm{{index-bitwidth=64},canonicalize,cse,"
+              "gpu.module(convert-gpu-to-nvvm{{index-bitwidth=64},"
+              "canonicalize,cse,reconcile-unrealized-casts,"
+              "flash-tensormap-kernel-params),"
+              "gpu-to-llvm,gpu-module-to-binary{{format={3}},"
+              "convert-math-to-llvm,canonicalize,cse,"
+              "reconcile-unrealized-casts",
+              options.optLevel.getValue(), options.chip.getValue(),
+              options.features.getValue(), options.format.getValue())
+              .str());
 }
 
 void flash::registerFlashGPUPipeline() {
@@ -62,4 +85,9 @@ void flash::registerFlashGPUPipeline() {
       "flash.attention to a Hopper kernel in a gpu.binary plus LLVM host code "
       "(set CUDA_HOME for ptxas)",
       buildFlashGPUPipeline);
+  PassPipelineRegistration<FlashNVVMPipelineOptions>(
+      "flash-lower-to-nvvm",
+      "GPU modules and their host code to NVVM/LLVM and a gpu.binary, TMA "
+      "descriptors passed to kernels by value (set CUDA_HOME for ptxas)",
+      buildFlashLowerToNVVMPipeline);
 }

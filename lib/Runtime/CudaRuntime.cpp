@@ -86,11 +86,12 @@ enum Counter {
   kLaunch,
   kTensorMapUpload,
   kTensorMapHit,
+  kTensorMapParam,
   kNumCounters
 };
 const char *const kCounterNames[kNumCounters] = {
-    "module_load", "stream_create", "stream_sync",   "mem_alloc",
-    "launch",      "tensormap_upload", "tensormap_hit"};
+    "module_load",      "stream_create", "stream_sync",    "mem_alloc",
+    "launch",           "tensormap_upload", "tensormap_hit", "tensormap_param"};
 std::atomic<int64_t> counters[kNumCounters];
 void bump(Counter c) { counters[c].fetch_add(1, std::memory_order_relaxed); }
 
@@ -149,7 +150,8 @@ void bump(Counter c) { counters[c].fetch_add(1, std::memory_order_relaxed); }
   X(cuDeviceGetDefaultMemPool)                                                 \
   X(cuMemPoolSetAttribute)                                                     \
   X(cuMemAllocManaged)                                                         \
-  X(cuThreadExchangeStreamCaptureMode)
+  X(cuThreadExchangeStreamCaptureMode)                                         \
+  X(cuFuncGetParamInfo)
 
 struct Driver {
 #define FLASH_DECLARE(fn) decltype(&fn) p_##fn = nullptr;
@@ -323,6 +325,11 @@ struct Function {
   std::string name;
   std::atomic<int> smemConfigured{48 * 1024};
   int smemOptin = 0;
+  // Parameter sizes in bytes, read from the driver at the first launch that
+  // passes a tensor map (see resolveTensorMapParams).
+  std::once_flag paramsOnce;
+  std::vector<uint32_t> paramSizes;
+  bool paramsKnown = false;
 };
 
 struct Module {
@@ -512,9 +519,37 @@ CUstream workStream() { return tls.bound ? tls.boundStream : ownStream(); }
 // TMA descriptors
 //===----------------------------------------------------------------------===//
 
-// The kernel reads a CUtensorMap through a device pointer. Encoded maps are
-// deduplicated by their 128 bytes; each unique map lives in a device slot for
-// the life of the process (a CUDA graph may refer to it at any replay).
+// A TMA kernel takes each CUtensorMap in one of two ways:
+// - by value, as a 128-byte grid-constant parameter (what flash-gpu-pipeline's
+//   kernels take, flash-tensormap-kernel-params): cuLaunchKernel copies the
+//   bytes into the launch, so no device memory, no upload and nothing to keep
+//   for a CUDA graph;
+// - through an 8-byte device pointer (kernels from the upstream NVVM
+//   pipeline): the map is uploaded to a device slot, deduplicated by its 128
+//   bytes, that lives for the life of the process (a graph may replay it).
+// mgpuTensorMapEncodeTiledMemref encodes into this thread's ring and returns
+// the host slot; mgpuLaunchKernel sees which parameters hold a slot and, from
+// the kernel's parameter sizes, passes it either way.
+struct TensorMapRing {
+  // Far more maps than one host function encodes before the launch that
+  // takes them.
+  static constexpr unsigned kSize = 64;
+  alignas(64) CUtensorMap slots[kSize];
+  unsigned next = 0;
+  bool used = false;
+  bool holds(const void *p) const {
+    return p >= static_cast<const void *>(slots) &&
+           p < static_cast<const void *>(slots + kSize);
+  }
+  CUtensorMap *take() {
+    used = true;
+    return &slots[next++ % kSize];
+  }
+};
+thread_local TensorMapRing ring;
+
+// The device copies of maps passed by pointer: deduplicated by content, kept
+// for the life of the process.
 struct TensorMapCache {
   static constexpr size_t kChunk = 512; // maps per device chunk (64 KiB)
   struct Entry {
@@ -600,6 +635,89 @@ void *uploadTensorMap(const CUtensorMap &tm) {
     e->eagerValid = true;
   }
   return reinterpret_cast<void *>(e->dev);
+}
+
+// The parameter list a launch hands the driver: `params` itself, or a copy
+// with each tensor map of this thread's ring passed as the kernel takes it.
+struct LaunchParams {
+  static constexpr size_t kInline = 64;
+  void *inlinePtrs[kInline];
+  CUdeviceptr inlineDev[kInline];
+  std::vector<void *> heapPtrs;
+  std::vector<CUdeviceptr> heapDev;
+  void **params = nullptr;
+};
+
+bool knowParamSizes(Function *f, size_t n) {
+  std::call_once(f->paramsOnce, [&] {
+    if (!DRV(cuFuncGetParamInfo))
+      return;
+    f->paramSizes.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      size_t offset = 0, size = 0;
+      if (DRV(cuFuncGetParamInfo)(f->fn, i, &offset, &size) != CUDA_SUCCESS)
+        return;
+      f->paramSizes[i] = static_cast<uint32_t>(size);
+    }
+    f->paramsKnown = true;
+  });
+  if (f->paramsKnown && f->paramSizes.size() == n)
+    return true;
+  setError(FLASH_RT_NO_DRIVER,
+           "kernel '%s' takes TMA descriptors, whose passing needs the sizes of "
+           "its %zu parameters (cuFuncGetParamInfo, a CUDA >= 12.4 driver)",
+           f->name.c_str(), n);
+  return false;
+}
+
+bool resolveTensorMapParams(Function *f, void **params, size_t n,
+                            LaunchParams &out) {
+  out.params = params;
+  if (!ring.used || !params || n == 0)
+    return true;
+  if (!knowParamSizes(f, n))
+    return false;
+  void **ptrs = out.inlinePtrs;
+  CUdeviceptr *dev = out.inlineDev;
+  if (n > LaunchParams::kInline) {
+    out.heapPtrs.resize(n);
+    out.heapDev.resize(n);
+    ptrs = out.heapPtrs.data();
+    dev = out.heapDev.data();
+  }
+  bool rewritten = false;
+  for (size_t i = 0; i < n; ++i) {
+    ptrs[i] = params[i];
+    uint32_t size = f->paramSizes[i];
+    if (size != sizeof(CUtensorMap) && size != sizeof(void *))
+      continue;
+    void *value;
+    std::memcpy(&value, params[i], sizeof(value));
+    if (!ring.holds(value)) {
+      if (size == sizeof(CUtensorMap)) {
+        setError(FLASH_RT_INVALID_ARGUMENT,
+                 "parameter %zu of kernel '%s' is a %zu-byte tensor map, but "
+                 "the host code passed no map encoded on this thread",
+                 i, f->name.c_str(), sizeof(CUtensorMap));
+        return false;
+      }
+      continue;
+    }
+    rewritten = true;
+    if (size == sizeof(CUtensorMap)) {
+      ptrs[i] = value; // cuLaunchKernel copies the 128 bytes
+      bump(kTensorMapParam);
+      continue;
+    }
+    void *copy = uploadTensorMap(*static_cast<CUtensorMap *>(value));
+    if (!copy)
+      return false;
+    dev[i] = reinterpret_cast<CUdeviceptr>(copy);
+    ptrs[i] = &dev[i];
+  }
+  if (rewritten)
+    out.params = ptrs;
+  return true;
 }
 
 const int kTensorMapElementSize[] = {1, 2, 4, 4, 8, 8, 2, 4, 8, 2, 4, 4, 4};
@@ -881,13 +999,16 @@ FLASH_RT_EXPORT void mgpuLaunchKernel(void *function, intptr_t gridX,
                                       intptr_t blockX, intptr_t blockY,
                                       intptr_t blockZ, int32_t smem,
                                       void *stream, void **params,
-                                      void **extra, size_t /*paramsCount*/) {
+                                      void **extra, size_t paramsCount) {
   if (!launchPrologue(function, smem))
     return;
   auto *f = static_cast<Function *>(function);
+  LaunchParams lp;
+  if (!resolveTensorMapParams(f, params, paramsCount, lp))
+    return;
   CUresult r = DRV(cuLaunchKernel)(f->fn, gridX, gridY, gridZ, blockX, blockY,
                                    blockZ, smem, static_cast<CUstream>(stream),
-                                   params, extra);
+                                   lp.params, extra);
   reportLaunch(r, f, gridX, gridY, gridZ, blockX, blockY, blockZ, smem);
 }
 
@@ -1101,7 +1222,8 @@ FLASH_RT_EXPORT void mgpuSetDefaultDevice(int32_t device) {
 
 // nvgpu.tma.create.descriptor: `desc` is a ranked memref descriptor, `box` the
 // box sizes outermost first (MLIR order); CUDA wants innermost first. Returns
-// a device pointer to the encoded CUtensorMap (from the cache above).
+// the encoded CUtensorMap's slot in this thread's ring, which the launch that
+// takes it passes by value or through a device copy (see TensorMapRing).
 FLASH_RT_EXPORT void *mgpuTensorMapEncodeTiledMemref(
     int64_t rank, void *desc, int64_t dtype, int64_t interleave,
     int64_t swizzle, int64_t l2promo, int64_t oobFill, int64_t *box) {
@@ -1172,7 +1294,13 @@ FLASH_RT_EXPORT void *mgpuTensorMapEncodeTiledMemref(
     }
     gstride[r] = static_cast<cuuint64_t>(bytes);
   }
-  CUtensorMap tm;
+  if (!DRV(cuFuncGetParamInfo)) {
+    setError(FLASH_RT_NO_DRIVER,
+             "TMA descriptors are passed by the sizes of the kernel's "
+             "parameters, which need cuFuncGetParamInfo (CUDA >= 12.4 driver)");
+    return nullptr;
+  }
+  CUtensorMap &tm = *ring.take();
   std::memset(&tm, 0, sizeof(tm));
   CUresult r = DRV(cuTensorMapEncodeTiled)(
       &tm, static_cast<CUtensorMapDataType>(dtype),
@@ -1189,5 +1317,5 @@ FLASH_RT_EXPORT void *mgpuTensorMapEncodeTiledMemref(
              bdim[0], static_cast<long>(swizzle));
     return nullptr;
   }
-  return uploadTensorMap(tm);
+  return &tm;
 }

@@ -18,7 +18,9 @@ from ._version import __version__
 
 # Bump when the way artifacts are built changes (linking, calling convention).
 # 3: launchers call through the bundled runtime's flashRuntimeCall.
-ARTIFACT_FORMAT = 3
+# 4: kernels take their TMA maps by value (the bundled runtime passes them
+#    by the kernel's parameter sizes).
+ARTIFACT_FORMAT = 4
 
 
 def cache_dir():

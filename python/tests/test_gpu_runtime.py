@@ -35,7 +35,8 @@ def lib(name, **kw):
 
 def counters(L):
     return {n: L.counter(n) for n in ("module_load", "stream_create", "stream_sync", "mem_alloc",
-                                      "launch", "tensormap_upload", "tensormap_hit")}
+                                      "launch", "tensormap_upload", "tensormap_hit",
+                                      "tensormap_param")}
 
 
 def rand(n, seed):
@@ -198,6 +199,36 @@ def test_tma_descriptor_first_built_inside_a_graph_capture():
     assert torch.equal(s, q.float() @ k.float())
     s.fill_(float("nan"))
     L("tma_qk", q, k, s)  # eager use of maps so far written only by the graph
+    torch.cuda.synchronize()
+    assert torch.equal(s, q.float() @ k.float())
+
+
+def test_tma_descriptors_by_value_never_touch_device_memory():
+    # The kernel of tma_qk, lowered by flash-lower-to-nvvm: its maps are
+    # grid-constant parameters. Every call, on buffers old or new, passes
+    # them in the launch: no upload, no allocation, no synchronization, and
+    # a CUDA graph keeps the bytes it captured.
+    L = lib("tma_qk_param")
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("wgmma kernel needs sm_90a")
+    before = counters(L)
+    for seed in range(3):  # new q, k and s each time: new maps
+        q, k = grid_f16((64, 64), 30 + seed), grid_f16((64, 64), 40 + seed)
+        s = torch.full((64, 64), float("nan"), device="cuda")
+        L("tma_qk", q, k, s)
+        torch.cuda.synchronize()
+        assert torch.equal(s, q.float() @ k.float())
+    after = counters(L)
+    assert after["tensormap_param"] - before["tensormap_param"] == 6
+    for n in ("tensormap_upload", "tensormap_hit", "mem_alloc", "stream_sync"):
+        assert after[n] == before[n], n
+    q, k = grid_f16((64, 64), 50), grid_f16((64, 64), 51)
+    s = torch.full((64, 64), float("nan"), device="cuda")
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        L("tma_qk", q, k, s)
+    q.copy_(grid_f16((64, 64), 52))  # same buffer, new contents
+    g.replay()
     torch.cuda.synchronize()
     assert torch.equal(s, q.float() @ k.float())
 

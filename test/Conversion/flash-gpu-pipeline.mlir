@@ -16,6 +16,11 @@
 // PTX-DAG: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16
 // PTX-DAG: ex2.approx.ftz.f32
 // PTX-DAG: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
+// The tensor maps of Q, K and V are grid-constant parameters, read in place.
+// PTX-DAG: .param .align 64 .b8 kernel_param_0[128]
+// PTX-DAG: .param .align 64 .b8 kernel_param_1[128]
+// PTX-DAG: .param .align 64 .b8 kernel_param_2[128]
+// PTX-DAG: cvta.param.u64
 
 // BIN: gpu.binary @flash_attention_0 [#gpu.object<#nvvm.target<O = 3, chip = "sm_90a", features = "+ptx80">
 // BIN-SAME: bin = "\7FELF

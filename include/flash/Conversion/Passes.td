@@ -175,4 +175,28 @@ def FlashGPUStreamOrderPass
   let dependentDialects = ["::mlir::gpu::GPUDialect"];
 }
 
+def FlashTensorMapKernelParamsPass
+    : Pass<"flash-tensormap-kernel-params", "::mlir::gpu::GPUModuleOp"> {
+  let summary = "Pass each TMA descriptor to a kernel by value, as a "
+                "grid-constant parameter";
+  let description = [{
+    Runs on kernels already lowered to NVVM (`llvm.func` with
+    `nvvm.kernel`). A kernel pointer argument whose every use is the
+    tensor-map operand of a TMA op (`nvvm.cp.async.bulk.tensor.*`,
+    `nvvm.prefetch tensormap`) becomes a 128-byte by-value parameter
+    (`llvm.byval = !llvm.array<16 x i64>`, `llvm.align = 64`,
+    `nvvm.grid_constant`), as CUDA's `__grid_constant__ const CUtensorMap`:
+    the kernel addresses the map in parameter space, so the host passes its
+    bytes in the launch and nothing is uploaded to device memory, cached or
+    kept alive for a CUDA graph. The runtime (lib/Runtime) tells such a
+    parameter from a pointer by the sizes the driver reports. Arguments
+    with any other use keep their pointer. flash-gpu-pipeline runs it
+    between the kernels' NVVM lowering and their serialization.
+  }];
+  let dependentDialects = [
+    "::mlir::LLVM::LLVMDialect",
+    "::mlir::NVVM::NVVMDialect",
+  ];
+}
+
 #endif // FLASH_CONVERSION_PASSES

@@ -67,6 +67,31 @@ struct FlashGPUPipelineOptions
   GPUKernelOptionDecls<detail::PassOptions, PipelineOption> kernel{*this};
 };
 
+/// Options of `flash-lower-to-nvvm`: the target of the kernels' binary.
+struct FlashNVVMPipelineOptions
+    : public PassPipelineOptions<FlashNVVMPipelineOptions> {
+  Option<std::string> chip{*this, "chip",
+                           llvm::cl::desc("Target SM architecture"),
+                           llvm::cl::init("sm_90a")};
+  Option<std::string> features{*this, "features",
+                               llvm::cl::desc("PTX features (ISA version)"),
+                               llvm::cl::init("+ptx80")};
+  Option<std::string> format{
+      *this, "format",
+      llvm::cl::desc("Binary format: bin (cubin), isa (PTX), fatbin"),
+      llvm::cl::init("bin")};
+  Option<int> optLevel{*this, "opt-level",
+                       llvm::cl::desc("NVVM optimisation level"),
+                       llvm::cl::init(3)};
+};
+
+/// Upstream's gpu-lower-to-nvvm-pipeline (MLIR 22: kernels to NVVM, host
+/// code and launches to LLVM, kernels serialized into a gpu.binary) with
+/// flash-tensormap-kernel-params between the kernels' lowering and their
+/// serialization, so TMA descriptors travel in the launch by value.
+void buildFlashLowerToNVVMPipeline(OpPassManager &pm,
+                                   const FlashNVVMPipelineOptions &options);
+
 /// flash.attention (destination-passing style on memrefs) -> gpu.binary with
 /// a cubin (or PTX) and host code in the LLVM dialect, ready for
 /// mlir-translate --mlir-to-llvmir.

@@ -55,7 +55,9 @@ int flashRuntimeCheckPointer(const void *ptr, uint64_t alignment, const char *wh
 
 /* Process-wide counters of driver work, for tests that prove launches do no per-call
  * stream creation, synchronization or allocation. Names: "module_load", "stream_create",
- * "stream_sync", "mem_alloc", "launch", "tensormap_upload", "tensormap_hit". -1 if unknown. */
+ * "stream_sync", "mem_alloc", "launch", "tensormap_upload", "tensormap_hit" (maps passed to
+ * a kernel through a device copy: uploads and reuses of one), "tensormap_param" (maps passed
+ * by value as a grid-constant parameter). -1 if unknown. */
 int64_t flashRuntimeGetCounter(const char *name);
 
 /* The current device's SM count (0 without a device), cached per device: the split-KV

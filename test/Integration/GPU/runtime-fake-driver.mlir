@@ -6,6 +6,7 @@
 // RUN: cc -shared -fPIC -I%cuda_home/include %S/Inputs/fake_cuda.c -o %t/libfakecuda.so
 // RUN: %python %flash_src_root/tools/flash-gpu-build.py %S/runtime-kernels.mlir -o %t/libruntime_kernels.so --runtime-dir %flash_lib_dir --bundle
 // RUN: %python %flash_src_root/tools/flash-gpu-build.py %S/Inputs/tma_qk.mlir -o %t/libtma_qk.so --runtime-dir %flash_lib_dir --bundle
+// RUN: %python %flash_src_root/tools/flash-gpu-build.py %S/Inputs/tma_qk.mlir -o %t/libtma_qk_param.so --runtime-dir %flash_lib_dir --bundle --opt-tool flash-opt --pipeline 'builtin.module(flash-lower-to-nvvm)'
 // RUN: env FLASH_CUDA_DRIVER=%t/libfakecuda.so %python %S/Inputs/fake_driver_check.py %t | FileCheck %s
 
 // Bound to a caller's stream: every launch goes there, no stream is created or
@@ -23,7 +24,8 @@
 // CHECK-NEXT: smem 100K x3: launches=12 stream=0xabc0 creates=1 syncs=3 loads=1 setattr=1 {{.*}} status=0
 // CHECK-NEXT: smem 300K: launches=12 {{.*}} status=5 kernel 'smem_copy' needs 307200 bytes of dynamic shared memory; device 0 'Fake H200' (sm_90) allows at most 232448
 // CHECK-NEXT: wrong arch: launches=12 {{.*}} status=3 cannot load the kernel module (a cubin for sm_90) on device 0 'Fake H200' (sm_90): CUDA_ERROR_NO_BINARY_FOR_GPU; rebuild it
-// A failed load is not cached; TMA maps: one pool allocation, uploaded once, then hits.
+// A failed load is not cached (and its maps are never uploaded); TMA maps: one pool
+// allocation, uploaded once, then hits.
 // CHECK-NEXT: tma call 0: launches=13 stream=0xabc0 {{.*}} loads=2 setattr=1 allocs=1 htod=2/0 encodes=4 status=0
 // CHECK-NEXT: tma call 1: launches=14 stream=0xabc0 {{.*}} allocs=1 htod=2/0 encodes=6 status=0
 // CHECK-NEXT: tma misaligned: launches=14 {{.*}} status=4 TMA descriptor: base address 0x30000008 is not 16-byte aligned
@@ -33,4 +35,16 @@
 // CHECK-NEXT: captured upload stream=0xcafe0
 // CHECK-NEXT: tma eager after capture: launches=16 {{.*}} htod=3/1 encodes=10 status=0
 // CHECK-NEXT: tma eager again: launches=17 {{.*}} htod=3/1 encodes=12 status=0
-// CHECK-NEXT: runtime counters: module_load=2 stream_create=1 launch=17 tensormap_upload=4 tensormap_hit=8
+// CHECK-NEXT: runtime counters: module_load=2 stream_create=1 launch=17 tensormap_upload=4 tensormap_hit=6 tensormap_param=0
+// Through flash-lower-to-nvvm the kernel takes its maps by value: each launch carries
+// their bytes (the fake's encoding starts with the base address), nothing is uploaded
+// or allocated, and a buffer never seen before costs the same as the last one.
+// CHECK-NEXT: by value 0x30000000: launches=18 {{.*}} allocs=1 htod=3/1 encodes=14 status=0
+// CHECK-NEXT: params 0x30000000 0x30010000
+// CHECK-NEXT: by value 0x30080000: launches=19 {{.*}} allocs=1 htod=3/1 encodes=16 status=0
+// CHECK-NEXT: params 0x30080000 0x30010000
+// CHECK-NEXT: by value 0x300c0000: launches=20 {{.*}} allocs=1 htod=3/1 encodes=18 status=0
+// CHECK-NEXT: params 0x300c0000 0x30010000
+// CHECK-NEXT: runtime counters: module_load=3 stream_create=1 launch=20 tensormap_upload=4 tensormap_hit=6 tensormap_param=6
+// A 128-byte parameter the host code filled with anything but a map is refused.
+// CHECK-NEXT: by value, no map: launches=20 {{.*}} status=4 parameter 0 of kernel '{{.+}}' is a 128-byte tensor map, but the host code passed no map encoded on this thread

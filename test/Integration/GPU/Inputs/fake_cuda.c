@@ -10,8 +10,18 @@ struct FakeStats {
   int64_t launches, stream_creates, stream_syncs, module_loads, func_set_attr;
   int64_t mem_allocs, htod_sync, htod_async, tensormap_encodes;
   uintptr_t last_launch_stream, last_htod_async_stream;
+  /* The first 8 bytes of each of the last launch's first 4 parameters (with sizes set). */
+  uint64_t last_launch_param_words[4];
 };
 static struct FakeStats stats;
+/* Every kernel's parameter sizes, as cuFuncGetParamInfo reports them: 8 bytes each
+ * (pointers and i64 scalars, what memref descriptors expand to) unless set. */
+static size_t paramSizes[64];
+static int numParamSizes;
+void fakeSetParamSizes(const size_t *sizes, int n) {
+  numParamSizes = n < 64 ? n : 64;
+  for (int i = 0; i < numParamSizes; ++i) paramSizes[i] = sizes[i];
+}
 static int failModuleLoad;
 static uintptr_t capturingStream;
 
@@ -63,8 +73,23 @@ CUresult CUDAAPI cuFuncSetAttribute(CUfunction f, CUfunction_attribute a, int v)
 }
 CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                                 unsigned by, unsigned bz, unsigned smem, CUstream s, void **p, void **e) {
-  (void)f; (void)gx; (void)gy; (void)gz; (void)bx; (void)by; (void)bz; (void)smem; (void)p; (void)e;
-  stats.launches++; stats.last_launch_stream = (uintptr_t)s; return CUDA_SUCCESS;
+  (void)f; (void)gx; (void)gy; (void)gz; (void)bx; (void)by; (void)bz; (void)smem; (void)e;
+  stats.launches++; stats.last_launch_stream = (uintptr_t)s;
+  /* Only with sizes set: the count of parameters is unknown otherwise. */
+  for (int i = 0; i < 4; ++i) {
+    stats.last_launch_param_words[i] = 0;
+    if (p && i < numParamSizes && paramSizes[i] >= 8)
+      memcpy(&stats.last_launch_param_words[i], p[i], 8);
+  }
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuFuncGetParamInfo(CUfunction f, size_t i, size_t *offset, size_t *size) {
+  (void)f;
+  if (numParamSizes && (int)i >= numParamSizes) return CUDA_ERROR_INVALID_VALUE;
+  *size = numParamSizes ? paramSizes[i] : 8;
+  *offset = 0;
+  for (size_t k = 0; k < i; ++k) *offset += numParamSizes ? paramSizes[k] : 8;
+  return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuStreamCreate(CUstream *s, unsigned f) {
   (void)f; stats.stream_creates++; *s = (CUstream)(uintptr_t)(0x5000 + stats.stream_creates);

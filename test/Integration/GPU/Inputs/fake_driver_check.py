@@ -13,7 +13,8 @@ class Stats(C.Structure):
     _fields_ = [(n, C.c_int64) for n in (
         "launches", "stream_creates", "stream_syncs", "module_loads", "func_set_attr",
         "mem_allocs", "htod_sync", "htod_async", "tensormap_encodes")] + [
-        ("last_launch_stream", C.c_void_p), ("last_htod_async_stream", C.c_void_p)]
+        ("last_launch_stream", C.c_void_p), ("last_htod_async_stream", C.c_void_p),
+        ("last_launch_param_words", C.c_uint64 * 4)]
 
 
 fake.fakeStats.restype = C.POINTER(Stats)
@@ -99,6 +100,31 @@ tq._mlir_ciface_tma_qk(C.byref(q2), C.byref(k), C.byref(s))
 show("tma eager after capture", tq)
 tq._mlir_ciface_tma_qk(C.byref(q2), C.byref(k), C.byref(s))
 show("tma eager again", tq)
-counters = " ".join(f"{n}={tq.flashRuntimeGetCounter(n.encode())}" for n in
-                    ("module_load", "stream_create", "launch", "tensormap_upload", "tensormap_hit"))
-print("runtime counters: " + counters)
+
+
+def counters(lib):
+    return " ".join(f"{n}={lib.flashRuntimeGetCounter(n.encode())}" for n in
+                    ("module_load", "stream_create", "launch", "tensormap_upload",
+                     "tensormap_hit", "tensormap_param"))
+
+
+print("runtime counters: " + counters(tq))
+# The by-value kernel's parameters as the driver reports them: the two maps, then the
+# output memref's descriptor (pointers and i64s).
+sizes = [128, 128] + [8] * 7
+fake.fakeSetParamSizes((C.c_size_t * len(sizes))(*sizes), len(sizes))
+tp = load("tma_qk_param")
+tp.flashRuntimeSetStream(C.c_void_p(0xABC0))
+for base in (0x30000000, 0x30080000, 0x300C0000):
+    tp._mlir_ciface_tma_qk(C.byref(desc(base, [64, 64])), C.byref(k), C.byref(s))
+    show(f"by value {hex(base)}", tp)
+    print("params " + " ".join(hex(w) for w in st.last_launch_param_words[:2]))
+print("runtime counters: " + counters(tp))
+# A kernel whose first parameter the driver reports as 128 bytes, given a pointer
+# there by its host code (the axpy kernel, its sizes first asked now): refused, not
+# a read past the pointer.
+sizes = [128] + [8] * 9 + [4, 8]
+fake.fakeSetParamSizes((C.c_size_t * len(sizes))(*sizes), len(sizes))
+rk.flashRuntimeSetStream(C.c_void_p(0xABC0))
+rk._mlir_ciface_axpy(C.byref(x), C.byref(y), C.c_float(2.0))
+show("by value, no map", rk)
