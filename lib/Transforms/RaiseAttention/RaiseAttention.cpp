@@ -688,8 +688,11 @@ bool Raiser::run(linalg::LinalgOp pv) {
   // The row log-sum-exp is the one intermediate the fused op can hand out
   // (a frontend keeps it for the backward pass). An escaping use is fine
   // when everything it feeds ends in a value that provably is that LSE,
-  // read as [batch..., Lq] or keepdim [batch..., Lq, 1].
+  // read as [batch..., Lq] or keepdim [batch..., Lq, 1]. With sinks it is
+  // the LSE over the scores and the sink column, in the softmax's own score
+  // space; an LSE over the scores alone is not the op's and is refused.
   DenseMap<Operation *, bool> lseMemo;
+  Operation *lseWithoutSink = nullptr;
   auto isLseRoot = [&](Operation *op) -> bool {
     if (auto it = lseMemo.find(op); it != lseMemo.end())
       return it->second;
@@ -710,11 +713,18 @@ bool Raiser::run(linalg::LinalgOp pv) {
         rowView.push_back(getAffineDimExpr(d, ctx));
       if (type.getRank() == nb + 2)
         rowView.push_back(getAffineConstantExpr(0, ctx));
-      if (shapeOk) {
+      AffineMap rowMap = AffineMap::get(nb + 2, 0, rowView, ctx);
+      if (shapeOk && sink) {
+        ScoreTracer lt(ctx, sink->extended->getExtents());
+        found = isRowLogSumExp(lt, lt.trace(op->getResult(0), rowMap),
+                               sink->extendedScores);
+        ScoreTracer st(ctx, t.getExtents());
+        if (!found &&
+            isRowLogSumExp(st, st.trace(op->getResult(0), rowMap), x))
+          lseWithoutSink = op;
+      } else if (shapeOk) {
         ScoreTracer lt(ctx, t.getExtents());
-        Node *n = lt.trace(op->getResult(0),
-                           AffineMap::get(nb + 2, 0, rowView, ctx));
-        found = isRowLogSumExp(lt, n, x);
+        found = isRowLogSumExp(lt, lt.trace(op->getResult(0), rowMap), x);
       }
     }
     lseMemo[op] = found;
@@ -778,6 +788,12 @@ bool Raiser::run(linalg::LinalgOp pv) {
            e.second->getName().getStringRef().str() + "' outside the chain";
   };
   SmallVector<std::pair<Operation *, Operation *>> escaped = escapes();
+  if (!escaped.empty() && lseWithoutSink) {
+    why = {lseWithoutSink,
+           "the row log-sum-exp this chain exports is over the scores "
+           "without the sink column; flash.attention's LSE counts the sinks"};
+    return fail();
+  }
   if (!escaped.empty()) {
     // A training graph: the backward reads P (or exp, or the softmax's
     // inputs) too.

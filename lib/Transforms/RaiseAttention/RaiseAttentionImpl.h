@@ -232,6 +232,11 @@ struct SinkMatch {
   /// The slice, the concatenation and the softmax over the extended key
   /// axis: chain ops the score-space tracer did not visit itself.
   SmallVector<Operation *> ops;
+  /// The softmax's own score space (key extent Lk + 1) and what it
+  /// normalises there, the concatenation (its max shift peeled): a row
+  /// log-sum-exp over it is flash.attention's LSE with sinks.
+  std::shared_ptr<ScoreTracer> extended;
+  Node *extendedScores = nullptr;
 };
 enum class SinkResult { NotCandidate, Refused, Matched };
 /// Recognises `p` (the second matmul's P operand traced over `t`'s score

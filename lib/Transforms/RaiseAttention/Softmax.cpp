@@ -640,7 +640,8 @@ SinkResult raise::matchSinkSoftmax(ScoreTracer &t, Node *p, SinkMatch &m,
   // The slice's source over a score space whose dim `sd` is the source's.
   SmallVector<int64_t> extents(t.getExtents());
   extents[sd] = slice.getSourceType().getDimSize(axis);
-  ScoreTracer te(ctx, extents);
+  auto extended = std::make_shared<ScoreTracer>(ctx, extents);
+  ScoreTracer &te = *extended;
   Node *y = te.trace(src, r->map);
   bool reduces = findOp(y, "math.exp") || containsKind(y, Node::Kind::Reduce);
   bool fromScores = false;
@@ -773,6 +774,8 @@ SinkResult raise::matchSinkSoftmax(ScoreTracer &t, Node *p, SinkMatch &m,
     return SinkResult::Refused;
   m.softmax = *sm;
   m.softmax.scores = x;
+  m.extended = std::move(extended);
+  m.extendedScores = xe;
   m.ops.push_back(slice);
   m.ops.append(te.visited.begin(), te.visited.end());
   return SinkResult::Matched;

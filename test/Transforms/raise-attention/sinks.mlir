@@ -21,7 +21,8 @@
 // RAN: PASS sinks_bf16_f32_softmax
 // RAN: PASS sinks_zero_column
 // RAN: PASS sinks_dynamic_lengths
-// RAN: 7 passed, 0 failed
+// RAN: PASS sinks_lse_exported
+// RAN: 8 passed, 0 failed
 
 // CHECK-LABEL: func @sinks_gpt_oss_concat_softmax
 // CHECK-SAME: (%[[Q:.+]]: tensor<2x4x10x16xf32>, %[[K:.+]]: tensor<2x4x12x16xf32>, %[[V:.+]]: tensor<2x4x12x8xf32>, %[[S:.+]]: tensor<4xf32>)
@@ -399,4 +400,80 @@ func.func @sinks_dynamic_lengths(%q: tensor<2x4x?x16xf32>, %k: tensor<2x4x?x16xf
       affine_map<(b, h, i, j, e) -> (b, h, i, e)>]
       ins(%p, %v : tensor<2x4x?x?xf32>, tensor<2x4x?x8xf32>) outs(%pv_f : tensor<2x4x?x8xf32>) -> tensor<2x4x?x8xf32>
   return %o : tensor<2x4x?x8xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func @sinks_lse_exported
+// CHECK: %[[A:.+]]:2 = flash.attention ins(%{{.+}}, %{{.+}}, %{{.+}} : tensor<2x4x10x16xf32>, tensor<2x4x12x16xf32>, tensor<2x4x12x8xf32>)
+// CHECK-SAME: outs(%{{.+}}, %{{.+}} : tensor<2x4x10x8xf32>, tensor<2x4x10xf32>) sinks(%{{.+}} : tensor<4xf32>) scale(0.25)
+// CHECK-NOT: math.log
+// CHECK: return %[[A]]#0, %[[A]]#1
+// A model that keeps its own backward: the softmax over the scores and the
+// sink column written out (row max, exp, sum, divide) and its log-sum-exp
+// max + log(sum) returned beside the output. That is the op's LSE with
+// sinks, lse = log(exp(sink) + sum_j exp(s_j)).
+func.func @sinks_lse_exported(%q: tensor<2x4x10x16xf32>, %k: tensor<2x4x12x16xf32>, %v: tensor<2x4x12x8xf32>, %sinks: tensor<4xf32>) -> (tensor<2x4x10x8xf32>, tensor<2x4x10xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %qk_e = tensor.empty() : tensor<2x4x10x12xf32>
+  %qk_f = linalg.fill ins(%zero : f32) outs(%qk_e : tensor<2x4x10x12xf32>) -> tensor<2x4x10x12xf32>
+  %s = linalg.contract indexing_maps = [
+      affine_map<(b, h, i, j, d) -> (b, h, i, d)>, affine_map<(b, h, i, j, d) -> (b, h, j, d)>,
+      affine_map<(b, h, i, j, d) -> (b, h, i, j)>]
+      ins(%q, %k : tensor<2x4x10x16xf32>, tensor<2x4x12x16xf32>) outs(%qk_f : tensor<2x4x10x12xf32>) -> tensor<2x4x10x12xf32>
+  %sc_e = tensor.empty() : tensor<2x4x10x12xf32>
+  %sc = linalg.generic {indexing_maps = [affine_map<(a, b, c, d) -> (a, b, c, d)>, affine_map<(a, b, c, d) -> (a, b, c, d)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%s : tensor<2x4x10x12xf32>) outs(%sc_e : tensor<2x4x10x12xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %c = arith.constant 0.25 : f32
+    %y = arith.mulf %x, %c : f32
+    linalg.yield %y : f32
+  } -> tensor<2x4x10x12xf32>
+  %sk_e = tensor.empty() : tensor<2x4x10x1xf32>
+  %sk = linalg.generic {indexing_maps = [affine_map<(a, b, c, d) -> (b)>, affine_map<(a, b, c, d) -> (a, b, c, d)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%sinks : tensor<4xf32>) outs(%sk_e : tensor<2x4x10x1xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    linalg.yield %x : f32
+  } -> tensor<2x4x10x1xf32>
+  %cat = tensor.concat dim(3) %sc, %sk : (tensor<2x4x10x12xf32>, tensor<2x4x10x1xf32>) -> tensor<2x4x10x13xf32>
+  %mx_e = tensor.empty() : tensor<2x4x10xf32>
+  %mx_f = linalg.fill ins(%ninf : f32) outs(%mx_e : tensor<2x4x10xf32>) -> tensor<2x4x10xf32>
+  %mx = linalg.generic {indexing_maps = [affine_map<(a, b, c, d) -> (a, b, c, d)>, affine_map<(a, b, c, d) -> (a, b, c)>], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%cat : tensor<2x4x10x13xf32>) outs(%mx_f : tensor<2x4x10xf32>) {
+  ^bb0(%x: f32, %acc: f32):
+    %r = arith.maximumf %x, %acc : f32
+    linalg.yield %r : f32
+  } -> tensor<2x4x10xf32>
+  %ex_e = tensor.empty() : tensor<2x4x10x13xf32>
+  %ex = linalg.generic {indexing_maps = [affine_map<(a, b, c, d) -> (a, b, c, d)>, affine_map<(a, b, c, d) -> (a, b, c)>, affine_map<(a, b, c, d) -> (a, b, c, d)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%cat, %mx : tensor<2x4x10x13xf32>, tensor<2x4x10xf32>) outs(%ex_e : tensor<2x4x10x13xf32>) {
+  ^bb0(%x: f32, %m: f32, %o: f32):
+    %d = arith.subf %x, %m : f32
+    %e = math.exp %d : f32
+    linalg.yield %e : f32
+  } -> tensor<2x4x10x13xf32>
+  %sum_f = linalg.fill ins(%zero : f32) outs(%mx_e : tensor<2x4x10xf32>) -> tensor<2x4x10xf32>
+  %sum = linalg.generic {indexing_maps = [affine_map<(a, b, c, d) -> (a, b, c, d)>, affine_map<(a, b, c, d) -> (a, b, c)>], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%ex : tensor<2x4x10x13xf32>) outs(%sum_f : tensor<2x4x10xf32>) {
+  ^bb0(%x: f32, %acc: f32):
+    %r = arith.addf %x, %acc : f32
+    linalg.yield %r : f32
+  } -> tensor<2x4x10xf32>
+  %pr_e = tensor.empty() : tensor<2x4x10x13xf32>
+  %pr = linalg.generic {indexing_maps = [affine_map<(a, b, c, d) -> (a, b, c, d)>, affine_map<(a, b, c, d) -> (a, b, c)>, affine_map<(a, b, c, d) -> (a, b, c, d)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%ex, %sum : tensor<2x4x10x13xf32>, tensor<2x4x10xf32>) outs(%pr_e : tensor<2x4x10x13xf32>) {
+  ^bb0(%x: f32, %z: f32, %o: f32):
+    %y = arith.divf %x, %z : f32
+    linalg.yield %y : f32
+  } -> tensor<2x4x10x13xf32>
+  %lse_e = tensor.empty() : tensor<2x4x10xf32>
+  %lse = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b, c)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%mx, %sum : tensor<2x4x10xf32>, tensor<2x4x10xf32>) outs(%lse_e : tensor<2x4x10xf32>) {
+  ^bb0(%m: f32, %z: f32, %o: f32):
+    %l = math.log %z : f32
+    %y = arith.addf %m, %l : f32
+    linalg.yield %y : f32
+  } -> tensor<2x4x10xf32>
+  %p = tensor.extract_slice %pr[0, 0, 0, 0] [2, 4, 10, 12] [1, 1, 1, 1] : tensor<2x4x10x13xf32> to tensor<2x4x10x12xf32>
+  %pv_e = tensor.empty() : tensor<2x4x10x8xf32>
+  %pv_f = linalg.fill ins(%zero : f32) outs(%pv_e : tensor<2x4x10x8xf32>) -> tensor<2x4x10x8xf32>
+  %o = linalg.contract indexing_maps = [
+      affine_map<(b, h, i, j, e) -> (b, h, i, j)>, affine_map<(b, h, i, j, e) -> (b, h, j, e)>,
+      affine_map<(b, h, i, j, e) -> (b, h, i, e)>]
+      ins(%p, %v : tensor<2x4x10x12xf32>, tensor<2x4x12x8xf32>) outs(%pv_f : tensor<2x4x10x8xf32>) -> tensor<2x4x10x8xf32>
+  return %o, %lse : tensor<2x4x10x8xf32>, tensor<2x4x10xf32>
 }
