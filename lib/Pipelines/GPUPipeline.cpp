@@ -53,6 +53,7 @@ void flash::buildFlashGPUPipeline(OpPassManager &pm,
   nvvm.features = options.features;
   nvvm.format = options.format;
   nvvm.optLevel = options.optLevel;
+  nvvm.tensormapParams = options.tensormapParams;
   buildFlashLowerToNVVMPipeline(pm, nvvm);
 }
 
@@ -69,13 +70,14 @@ void flash::buildFlashLowerToNVVMPipeline(
               "lower-affine,convert-arith-to-llvm,"
               "convert-index-to-llvm{{index-bitwidth=64},canonicalize,cse,"
               "gpu.module(convert-gpu-to-nvvm{{index-bitwidth=64},"
-              "canonicalize,cse,reconcile-unrealized-casts,"
-              "flash-tensormap-kernel-params),"
+              "canonicalize,cse,reconcile-unrealized-casts{4}),"
               "gpu-to-llvm,gpu-module-to-binary{{format={3}},"
               "convert-math-to-llvm,canonicalize,cse,"
               "reconcile-unrealized-casts",
               options.optLevel.getValue(), options.chip.getValue(),
-              options.features.getValue(), options.format.getValue())
+              options.features.getValue(), options.format.getValue(),
+              options.tensormapParams ? ",flash-tensormap-kernel-params"
+                                      : "")
               .str());
 }
 

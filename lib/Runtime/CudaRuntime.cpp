@@ -329,7 +329,6 @@ struct Function {
   // passes a tensor map (see resolveTensorMapParams).
   std::once_flag paramsOnce;
   std::vector<uint32_t> paramSizes;
-  bool paramsKnown = false;
 };
 
 struct Module {
@@ -546,7 +545,15 @@ struct TensorMapRing {
     return &slots[next++ % kSize];
   }
 };
-thread_local TensorMapRing ring;
+// On the heap: operator new honours the 64-byte alignment that
+// cuTensorMapEncodeTiled requires of its output, which a dlopen'ed
+// library's TLS block need not.
+thread_local std::unique_ptr<TensorMapRing> ringStorage;
+TensorMapRing &threadRing() {
+  if (!ringStorage)
+    ringStorage = std::make_unique<TensorMapRing>();
+  return *ringStorage;
+}
 
 // The device copies of maps passed by pointer: deduplicated by content, kept
 // for the life of the process.
@@ -648,35 +655,41 @@ struct LaunchParams {
   void **params = nullptr;
 };
 
-bool knowParamSizes(Function *f, size_t n) {
+// The kernel's parameter sizes, asked of the driver once. Without
+// cuFuncGetParamInfo (drivers before CUDA 12.4, which cannot load a cubin
+// from this toolkit's ptxas anyway) every parameter counts as a pointer: the
+// maps go through device copies, as kernels from the upstream pipeline take
+// them.
+const std::vector<uint32_t> &paramSizes(Function *f, size_t n) {
   std::call_once(f->paramsOnce, [&] {
+    f->paramSizes.assign(n, sizeof(void *));
     if (!DRV(cuFuncGetParamInfo))
       return;
-    f->paramSizes.resize(n);
     for (size_t i = 0; i < n; ++i) {
       size_t offset = 0, size = 0;
-      if (DRV(cuFuncGetParamInfo)(f->fn, i, &offset, &size) != CUDA_SUCCESS)
+      if (DRV(cuFuncGetParamInfo)(f->fn, i, &offset, &size) != CUDA_SUCCESS) {
+        f->paramSizes.assign(n, sizeof(void *));
         return;
+      }
       f->paramSizes[i] = static_cast<uint32_t>(size);
     }
-    f->paramsKnown = true;
   });
-  if (f->paramsKnown && f->paramSizes.size() == n)
-    return true;
-  setError(FLASH_RT_NO_DRIVER,
-           "kernel '%s' takes TMA descriptors, whose passing needs the sizes of "
-           "its %zu parameters (cuFuncGetParamInfo, a CUDA >= 12.4 driver)",
-           f->name.c_str(), n);
-  return false;
+  return f->paramSizes;
 }
 
 bool resolveTensorMapParams(Function *f, void **params, size_t n,
                             LaunchParams &out) {
   out.params = params;
+  TensorMapRing &ring = threadRing();
   if (!ring.used || !params || n == 0)
     return true;
-  if (!knowParamSizes(f, n))
+  const std::vector<uint32_t> &sizes = paramSizes(f, n);
+  if (sizes.size() != n) {
+    setError(FLASH_RT_INVALID_ARGUMENT,
+             "kernel '%s' launched with %zu parameters, earlier with %zu",
+             f->name.c_str(), n, sizes.size());
     return false;
+  }
   void **ptrs = out.inlinePtrs;
   CUdeviceptr *dev = out.inlineDev;
   if (n > LaunchParams::kInline) {
@@ -688,7 +701,7 @@ bool resolveTensorMapParams(Function *f, void **params, size_t n,
   bool rewritten = false;
   for (size_t i = 0; i < n; ++i) {
     ptrs[i] = params[i];
-    uint32_t size = f->paramSizes[i];
+    uint32_t size = sizes[i];
     if (size != sizeof(CUtensorMap) && size != sizeof(void *))
       continue;
     void *value;
@@ -1294,13 +1307,7 @@ FLASH_RT_EXPORT void *mgpuTensorMapEncodeTiledMemref(
     }
     gstride[r] = static_cast<cuuint64_t>(bytes);
   }
-  if (!DRV(cuFuncGetParamInfo)) {
-    setError(FLASH_RT_NO_DRIVER,
-             "TMA descriptors are passed by the sizes of the kernel's "
-             "parameters, which need cuFuncGetParamInfo (CUDA >= 12.4 driver)");
-    return nullptr;
-  }
-  CUtensorMap &tm = *ring.take();
+  CUtensorMap &tm = *threadRing().take();
   std::memset(&tm, 0, sizeof(tm));
   CUresult r = DRV(cuTensorMapEncodeTiled)(
       &tm, static_cast<CUtensorMapDataType>(dtype),

@@ -286,6 +286,18 @@ def _persistent_kw(kw, on):
     return dict(kw, kernel="wgmma", persistent=1 if on else 0)
 
 
+# tensormap_params=True: the kernels take their TMA maps as grid-constant
+# parameters (flash-tensormap-kernel-params) instead of device copies.
+TENSORMAP_PARAM_CASES = {
+    "gqa-causal-lse": ((2, 8, 300, 128), (2, 2, 517, 128), (2, 2, 517, 128), "bfloat16",
+                       {"causal": True, "align": "bottom_right", "return_lse": True}),
+    "d64-dynamic": ((2, 4, 333, 64), (2, 4, 250, 64), (2, 4, 250, 64), "float16",
+                    {"dynamic": True, "return_lse": True}),
+    "decode-split": ((4, 32, 1, 128), (4, 8, 3000, 128), (4, 8, 3000, 128), "bfloat16",
+                     {"return_lse": True}),
+}
+
+
 def prebuild_all(cache_dir):
     os.environ["FLASH_MLIR_CACHE_DIR"] = cache_dir
     os.environ.setdefault("CUDA_HOME", "/usr/local/cuda")
@@ -295,6 +307,10 @@ def prebuild_all(cache_dir):
         for on in (False, True):
             print("persistent-%s-%d" % (name, on),
                   flash_mlir.prebuild(qs, ks, vs, dtype, **_persistent_kw(kw, on)))
+    for name, (qs, ks, vs, dtype, kw) in TENSORMAP_PARAM_CASES.items():
+        for on in (False, True):
+            print("tensormap-%s-%d" % (name, on),
+                  flash_mlir.prebuild(qs, ks, vs, dtype, tensormap_params=on, **kw))
     import torch
     b, h, lq, lk, d = FLEX_SHAPE
     sm, mm = _flex_fns(*_flex_standins(torch, "cpu"))
@@ -670,6 +686,33 @@ def test_persistent_grid_matches_one_cta_per_item(name):
         assert torch.equal(l1, l0)
         lse_err = (l1.double().cpu() - torch.from_numpy(ref_lse)).abs().max().item()
         assert lse_err <= 1e-3, lse_err
+
+
+@pytest.mark.parametrize("name", sorted(TENSORMAP_PARAM_CASES))
+def test_tensormaps_by_value_match_device_copies(name):
+    """The same kernel taking its TMA maps by value: bit-identical results, and calls
+    on inputs never seen before upload nothing (each map rides in its launch)."""
+    import ctypes
+    import flash_mlir.cache as cache
+    torch = _cuda()
+    qs, ks, vs, dtype, kw = TENSORMAP_PARAM_CASES[name]
+    rt = ctypes.CDLL(os.path.join(cache.cache_dir(), "libflash_cuda_runtime.so"))
+    rt.flashRuntimeGetCounter.restype = ctypes.c_int64
+    count = lambda n: rt.flashRuntimeGetCounter(n.encode())  # noqa: E731
+    q, k, v = _inputs(torch, qs, ks, vs, dtype)
+    ref = flash_mlir.attention(q, k, v, tensormap_params=False, **kw)
+    got = flash_mlir.attention(q, k, v, tensormap_params=True, **kw)
+    torch.cuda.synchronize()
+    for a, b in zip(ref, got):
+        assert torch.equal(a, b), (a.double() - b.double()).abs().max().item()
+    uploads, params = count("tensormap_upload"), count("tensormap_param")
+    for seed in range(3):
+        q2, k2, v2 = (x.clone() for x in (q, k, v))  # new addresses: new maps
+        again = flash_mlir.attention(q2, k2, v2, tensormap_params=True, **kw)
+        torch.cuda.synchronize()
+        assert torch.equal(again[0], ref[0])
+    assert count("tensormap_upload") == uploads
+    assert count("tensormap_param") > params
 
 
 def test_persistent_grid_without_keys_writes_zero_rows():

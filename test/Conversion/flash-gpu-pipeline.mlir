@@ -1,6 +1,9 @@
 // PTX needs only LLVM's NVPTX backend; a cubin needs ptxas.
 // RUN: flash-opt %s --flash-gpu-pipeline="format=isa" | FileCheck %s --check-prefix=PTX
+// RUN: flash-opt %s --flash-gpu-pipeline="format=isa" | sed 's/\\0A/\n/g' | FileCheck %s --check-prefix=PTR
+// RUN: flash-opt %s --flash-gpu-pipeline="format=isa tensormap-params=true" | sed 's/\\0A/\n/g' | FileCheck %s --check-prefix=BYVAL
 // RUN: %if ptxas %{ env CUDA_HOME=%cuda_home flash-opt %s --flash-gpu-pipeline="format=bin" | FileCheck %s --check-prefix=BIN %}
+// RUN: %if ptxas %{ env CUDA_HOME=%cuda_home flash-opt %s --flash-gpu-pipeline="format=bin tensormap-params=true" | FileCheck %s --check-prefix=BIN %}
 
 // PTX-LABEL: llvm.func @attn(
 // PTX-COUNT-3: llvm.call @mgpuTensorMapEncodeTiledMemref
@@ -16,11 +19,15 @@
 // PTX-DAG: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16
 // PTX-DAG: ex2.approx.ftz.f32
 // PTX-DAG: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
-// The tensor maps of Q, K and V are grid-constant parameters, read in place.
-// PTX-DAG: .param .align 64 .b8 kernel_param_0[128]
-// PTX-DAG: .param .align 64 .b8 kernel_param_1[128]
-// PTX-DAG: .param .align 64 .b8 kernel_param_2[128]
-// PTX-DAG: cvta.param.u64
+
+// With tensormap-params the maps of Q, K and V are grid-constant parameters,
+// read in place; by default, pointers to device copies.
+// BYVAL: .param .align 64 .b8 kernel_param_0[128]
+// BYVAL-NEXT: .param .align 64 .b8 kernel_param_1[128]
+// BYVAL-NEXT: .param .align 64 .b8 kernel_param_2[128]
+// BYVAL: cvta.param.u64
+// PTR-NOT: .b8 kernel_param_0[128]
+// PTR: .param .u64 .ptr .align 1 kernel_param_0
 
 // BIN: gpu.binary @flash_attention_0 [#gpu.object<#nvvm.target<O = 3, chip = "sm_90a", features = "+ptx80">
 // BIN-SAME: bin = "\7FELF

@@ -63,6 +63,13 @@ struct FlashGPUPipelineOptions
   Option<int> optLevel{*this, "opt-level",
                        llvm::cl::desc("NVVM optimisation level"),
                        llvm::cl::init(3)};
+  Option<bool> tensormapParams{
+      *this, "tensormap-params",
+      llvm::cl::desc("Kernels take each TMA tensor map by value, a 128-byte "
+                     "grid-constant parameter carried by the launch "
+                     "(flash-tensormap-kernel-params), instead of through a "
+                     "device copy the runtime uploads once per distinct map"),
+      llvm::cl::init(false)};
   /// The kernel options of convert-flash-to-gpu, declared once.
   GPUKernelOptionDecls<detail::PassOptions, PipelineOption> kernel{*this};
 };
@@ -83,12 +90,18 @@ struct FlashNVVMPipelineOptions
   Option<int> optLevel{*this, "opt-level",
                        llvm::cl::desc("NVVM optimisation level"),
                        llvm::cl::init(3)};
+  Option<bool> tensormapParams{
+      *this, "tensormap-params",
+      llvm::cl::desc("Run flash-tensormap-kernel-params: TMA tensor maps "
+                     "become grid-constant kernel parameters"),
+      llvm::cl::init(true)};
 };
 
 /// Upstream's gpu-lower-to-nvvm-pipeline (MLIR 22: kernels to NVVM, host
 /// code and launches to LLVM, kernels serialized into a gpu.binary) with
-/// flash-tensormap-kernel-params between the kernels' lowering and their
-/// serialization, so TMA descriptors travel in the launch by value.
+/// flash-tensormap-kernel-params (unless tensormap-params=false) between the
+/// kernels' lowering and their serialization, so TMA descriptors travel in
+/// the launch by value.
 void buildFlashLowerToNVVMPipeline(OpPassManager &pm,
                                    const FlashNVVMPipelineOptions &options);
 
