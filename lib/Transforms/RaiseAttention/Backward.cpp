@@ -18,6 +18,12 @@
 // flash.attention_grad's (1 for a correct chain rule; anything else is kept
 // as an explicit multiply, so the function never changes).
 //
+// With a sink column (gpt-oss), P and dS are read through the slice that
+// drops it: the slice's source is traced in the softmax's own score space,
+// where the sink column of dP is a zero column (the slice's backward) and so
+// adds nothing to the row sum; the polynomial is then the same. The sinks'
+// own gradient is not recognised yet: a graph that computes it is refused.
+//
 // A bias's gradient is the same polynomial summed over the score dims its
 // read does not index (none for a bias of the scores' shape): the graph's
 // value is traced at the bias's own read, so the reductions bind exactly the
@@ -203,6 +209,9 @@ private:
   void collectMaskSelects(Node *n);
   bool isP(ScoreTracer &t, Node *n);
   FailureOr<Poly> poly(ScoreTracer &t, Node *n, Operation *at);
+  FailureOr<Poly> slicedPoly(ScoreTracer &t, Node *n,
+                             tensor::ExtractSliceOp slice, Operation *at);
+  Value zeroPaddedKeys(Value v);
   LogicalResult fail(const Node *n, Operation *at, std::string msg) {
     why = {n && n->origin ? n->origin : at, std::move(msg)};
     return failure();
@@ -223,6 +232,8 @@ private:
   Value dpValue;
   AffineMap dpMap;
   SmallVector<int64_t> extents; // the score space's
+  /// Inside slicedPoly: tracing in the sink softmax's own score space.
+  bool extended = false;
   /// The forward's mask selects: predicate and the operand (1 or 2) that
   /// holds the fill.
   SmallVector<std::pair<Node *, unsigned>> maskSelects;
@@ -241,8 +252,112 @@ void Matcher::collectMaskSelects(Node *n) {
 bool Matcher::isP(ScoreTracer &t, Node *n) {
   Refusal ignored;
   FailureOr<SoftmaxMatch> sm = matchSoftmax(t, n, ignored, nullptr);
-  return succeeded(sm) &&
-         structurallyEqual(stripCasts(sm->scores), stripCasts(fwd.scores));
+  if (failed(sm))
+    return false;
+  if (extended)
+    return structurallyEqual(stripCasts(peelRowMaxShift(t, sm->scores)),
+                             stripCasts(fwd.sink->extendedScores));
+  return structurallyEqual(stripCasts(sm->scores), stripCasts(fwd.scores));
+}
+
+/// With a sink column last, autodiff reads the softmax's gradient through
+/// the same slice as the forward (dS = G[..., :Lk], P = P_full[..., :Lk]),
+/// where G is the softmax backward over all Lk + 1 columns. `n` reads such
+/// a slice: its source is traced in the softmax's own score space, where
+/// P_full is the forward's softmax, dP_full is dP beside a zero column (the
+/// slice's own backward) and the row sum runs over Lk + 1 columns, whose
+/// sink term is 0. On the kept columns the polynomial is then the one
+/// without a sink.
+FailureOr<Poly> Matcher::slicedPoly(ScoreTracer &t, Node *n,
+                                    tensor::ExtractSliceOp slice,
+                                    Operation *at) {
+  unsigned j = t.rank() - 1;
+  RankedTensorType src = slice.getSourceType();
+  auto fail = [&](const std::string &msg) -> FailureOr<Poly> {
+    why = {slice, "with a sink column, " + msg};
+    return failure();
+  };
+  if (!slice.hasUnitStride() || src.getRank() != slice.getType().getRank() ||
+      !src.hasStaticShape())
+    return fail("the backward reads the softmax through a slice that is "
+                "not a static, unit-stride slice of the key axis");
+  std::optional<unsigned> keyDim;
+  unsigned narrowed = 0;
+  for (auto [k, off] : llvm::enumerate(slice.getStaticOffsets())) {
+    if (off != 0)
+      return fail("the backward's slice does not start at column 0; only "
+                  "a sink column after the scores is recognised in a "
+                  "training graph");
+    if (slice.getStaticSizes()[k] != src.getDimSize(k)) {
+      keyDim = k;
+      ++narrowed;
+    }
+  }
+  if (narrowed != 1 || n->map.getResult(*keyDim) != getAffineDimExpr(j, t.getContext()) ||
+      src.getDimSize(*keyDim) != slice.getStaticSizes()[*keyDim] + 1 ||
+      fwd.sink->extended->getExtents()[j] != src.getDimSize(*keyDim))
+    return fail("the backward's slice does not drop exactly the sink "
+                "column from the softmax's key axis");
+  SmallVector<int64_t> ext(t.getExtents());
+  ext[j] = src.getDimSize(*keyDim);
+  ScoreTracer te(t.getContext(), ext);
+  Node *y = te.trace(slice.getSource(), n->map);
+  extended = true;
+  FailureOr<Poly> p = poly(te, y, at);
+  extended = false;
+  if (succeeded(p)) {
+    m.ops.insert(te.visited.begin(), te.visited.end());
+    m.ops.insert(slice);
+  }
+  return p;
+}
+
+/// `v` when it is dP beside a zero column along one axis (the backward of
+/// the slice that drops the sink: tensor.pad by 1 at the high end, or
+/// tensor.insert_slice at offset 0 into zeros), its source then; else
+/// `v` itself.
+Value Matcher::zeroPaddedKeys(Value v) {
+  auto isZero = [](Value z) {
+    std::optional<double> c;
+    if (auto cst = z.getDefiningOp<arith::ConstantOp>())
+      if (auto f = dyn_cast<FloatAttr>(cst.getValue()))
+        c = f.getValueAsDouble();
+    return c && *c == 0.0;
+  };
+  auto oneMore = [](RankedTensorType a, RankedTensorType b) {
+    if (a.getRank() != b.getRank() || !a.hasStaticShape() ||
+        !b.hasStaticShape())
+      return false;
+    unsigned grown = 0;
+    for (int64_t k = 0; k < a.getRank(); ++k) {
+      if (b.getDimSize(k) == a.getDimSize(k) + 1)
+        ++grown;
+      else if (b.getDimSize(k) != a.getDimSize(k))
+        return false;
+    }
+    return grown == 1;
+  };
+  if (auto pad = v.getDefiningOp<tensor::PadOp>()) {
+    Value fill = pad.getConstantPaddingValue();
+    if (fill && isZero(fill) &&
+        llvm::all_of(pad.getStaticLow(), [](int64_t l) { return l == 0; }) &&
+        oneMore(pad.getSourceType(), pad.getResultType())) {
+      m.ops.insert(pad);
+      return pad.getSource();
+    }
+    return v;
+  }
+  auto ins = v.getDefiningOp<tensor::InsertSliceOp>();
+  if (!ins || !ins.hasUnitStride() ||
+      !llvm::all_of(ins.getStaticOffsets(), [](int64_t o) { return o == 0; }) ||
+      ins.getSourceType().getShape() != ArrayRef(ins.getStaticSizes()) ||
+      !oneMore(ins.getSourceType(), ins.getResultType()))
+    return v;
+  auto fill = ins.getDest().getDefiningOp<linalg::FillOp>();
+  if (!fill || !isZero(fill.getInputs()[0]))
+    return v;
+  m.ops.insert(ins);
+  return ins.getSource();
 }
 
 FailureOr<Poly> Matcher::poly(ScoreTracer &t, Node *n, Operation *at) {
@@ -254,16 +369,22 @@ FailureOr<Poly> Matcher::poly(ScoreTracer &t, Node *n, Operation *at) {
   if (isP(t, n))
     return Poly::term(kP, 1.0);
   if (n->kind == Node::Kind::Read) {
-    auto def = n->value.getDefiningOp<linalg::LinalgOp>();
+    Value value = n->value;
+    if (fwd.sink && !extended)
+      if (auto slice = value.getDefiningOp<tensor::ExtractSliceOp>())
+        return slicedPoly(t, n, slice, at);
+    if (extended)
+      value = zeroPaddedKeys(value);
+    auto def = value.getDefiningOp<linalg::LinalgOp>();
     if (!def || !isMatmul(def) || def == fwd.qk || def == fwd.pv ||
         !n->map.isPermutation())
       return fail(n, at,
                   "the softmax gradient reads " + describe(n) +
                       ", which is neither P nor a matmul dO·Vᵀ (dP)");
     if (!dpValue) {
-      dpValue = n->value;
+      dpValue = value;
       dpMap = n->map;
-    } else if (dpValue != n->value || dpMap != n->map) {
+    } else if (dpValue != value || dpMap != n->map) {
       return fail(n, at, "the softmax gradient reads two different matmuls "
                          "(or one at two positions) as dP");
     }
@@ -389,7 +510,16 @@ LogicalResult Matcher::classify(linalg::LinalgOp c) {
       extents = ext;
     ScoreTracer t(c.getContext(), ext);
     Node *n = t.trace(c.getDpsInputs()[o], maps[o].compose(loopMap));
-    if (!readsFrom(n, fwd.qk))
+    bool reads = readsFrom(n, fwd.qk);
+    // With a sink the operand is a slice of the softmax's own score space.
+    if (!reads && fwd.sink)
+      forEachNode(n, [&](const Node *r) {
+        if (r->kind == Node::Kind::Read)
+          if (Operation *def = r->value.getDefiningOp<tensor::ExtractSliceOp>())
+            reads = computedFrom(def, fwd.qk);
+        return !reads;
+      });
+    if (!reads)
       continue;
     reported = true;
     FailureOr<Poly> p = poly(t, n, c);
@@ -635,8 +765,11 @@ FailureOr<BackwardMatch> Matcher::run(ArrayRef<Operation *> escapes,
         candidates.insert(op);
       continue;
     }
-    if (!l && !isa<linalg::SoftmaxOp, tensor::ExpandShapeOp,
-                   tensor::CollapseShapeOp, tensor::CastOp>(op))
+    bool sliced = fwd.sink && isa<tensor::ExtractSliceOp, tensor::PadOp,
+                                  tensor::InsertSliceOp>(op);
+    if (!l && !sliced &&
+        !isa<linalg::SoftmaxOp, tensor::ExpandShapeOp,
+             tensor::CollapseShapeOp, tensor::CastOp>(op))
       continue;
     for (Operation *user : op->getUsers())
       worklist.push_back(user);

@@ -800,10 +800,10 @@ bool Raiser::run(linalg::LinalgOp pv) {
     Refusal bwWhy;
     DenseSet<Operation *> examined;
     FailureOr<BackwardMatch> match = failure();
-    // The backward of a softmax with a sink column is not recognised.
-    if (!deferred && !sink) {
-      ForwardFacts fwd{x, &*plan, nb, qkOp, pvOp, qView, kView, vView,
-                       static_cast<float>(scale)};
+    if (!deferred) {
+      ForwardFacts fwd{x,     &*plan, nb,    qkOp,
+                       pvOp,  qView,  kView, vView,
+                       static_cast<float>(scale), sink ? &*sink : nullptr};
       SmallVector<Operation *> users;
       for (auto [op, user] : escaped)
         users.push_back(user);
@@ -828,6 +828,15 @@ bool Raiser::run(linalg::LinalgOp pv) {
     escaped = escapes();
     if (!escaped.empty()) {
       why = {escaped.front().first, escapeMessage(escaped.front())};
+      // A slice of the softmax gradient's last column: the sinks' gradient.
+      auto slice = dyn_cast<tensor::ExtractSliceOp>(escaped.front().second);
+      if (sink && slice && slice.getSourceType().hasStaticShape()) {
+        int64_t last = slice.getSourceType().getRank() - 1;
+        if (slice.getStaticOffsets()[last] ==
+            slice.getSourceType().getDimSize(last) - 1)
+          why.why += ": the sinks' own gradient (the sink column of the "
+                     "softmax gradient), which is not recognised yet";
+      }
       return fail();
     }
   }

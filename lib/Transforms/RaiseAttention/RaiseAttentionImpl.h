@@ -289,6 +289,9 @@ struct ForwardFacts {
   Operation *qk = nullptr, *pv = nullptr;
   OperandView q, k, v;     // the operands as the fused op reads them
   float scale = 1.0f;      // the fused op's scale
+  /// The sink column, when the softmax has one: the backward then reads P,
+  /// and writes dS, through slices of the softmax's own score space.
+  const SinkMatch *sink = nullptr;
 };
 /// One gradient contraction of the backward: its result is `factor` times
 /// the gradient op's result, whose dim t is loop loops[t] of `op`.
