@@ -22,7 +22,8 @@
 // drops it: the slice's source is traced in the softmax's own score space,
 // where the sink column of dP is a zero column (the slice's backward) and so
 // adds nothing to the row sum; the polynomial is then the same. The sinks'
-// own gradient is not recognised yet: a graph that computes it is refused.
+// own gradient is that expression at the sink column, where dP is 0:
+// −a·P_sink·R, summed over batch and query rows (matchSinkGrad).
 //
 // A bias's gradient is the same polynomial summed over the score dims its
 // read does not index (none for a bias of the scores' shape): the graph's
@@ -212,6 +213,7 @@ private:
   FailureOr<Poly> slicedPoly(ScoreTracer &t, Node *n,
                              tensor::ExtractSliceOp slice, Operation *at);
   Value zeroPaddedKeys(Value v);
+  LogicalResult matchSinkGrad();
   LogicalResult fail(const Node *n, Operation *at, std::string msg) {
     why = {n && n->origin ? n->origin : at, std::move(msg)};
     return failure();
@@ -234,6 +236,11 @@ private:
   SmallVector<int64_t> extents; // the score space's
   /// Inside slicedPoly: tracing in the sink softmax's own score space.
   bool extended = false;
+  bool sawSelect = false;
+  /// The softmax gradient over all Lk + 1 columns (what dS is sliced from,
+  /// laid out as the score space) and its factor a in a·(P·dP − P·R).
+  Value fullGrad;
+  double fullGradFactor = 1.0;
   /// The forward's mask selects: predicate and the operand (1 or 2) that
   /// holds the fill.
   SmallVector<std::pair<Node *, unsigned>> maskSelects;
@@ -303,13 +310,117 @@ FailureOr<Poly> Matcher::slicedPoly(ScoreTracer &t, Node *n,
   ScoreTracer te(t.getContext(), ext);
   Node *y = te.trace(slice.getSource(), n->map);
   extended = true;
+  sawSelect = false;
   FailureOr<Poly> p = poly(te, y, at);
   extended = false;
   if (succeeded(p)) {
     m.ops.insert(te.visited.begin(), te.visited.end());
     m.ops.insert(slice);
+    // The same elementwise expression at the sink column is the sinks'
+    // gradient (matchSinkGrad); a select could treat that column apart.
+    std::optional<double> a = p->softmaxGrad();
+    if (a && !sawSelect && n->map.isIdentity()) {
+      fullGrad = slice.getSource();
+      fullGradFactor = *a;
+    }
   }
   return p;
+}
+
+/// The graph's gradient of the sinks: the last column of the softmax
+/// gradient G (where dP is 0, so G = a·(0 − P_sink·R) with R = rowsum(dP ∘
+/// P), i.e. −a·exp(sink − lse)·rowsum(dO ∘ O)), summed over every score dim
+/// but the head, in the shape of the sinks up to unit dims.
+LogicalResult Matcher::matchSinkGrad() {
+  if (!fwd.sink || !fullGrad)
+    return success();
+  const SinkMatch &sk = *fwd.sink;
+  unsigned nb = fwd.numBatch;
+  auto gType = cast<RankedTensorType>(fullGrad.getType());
+  int64_t last = gType.getRank() - 1;
+  for (Operation *user : fullGrad.getUsers()) {
+    auto col = dyn_cast<tensor::ExtractSliceOp>(user);
+    if (!col || m.ops.contains(col) || !col.hasUnitStride() ||
+        !gType.hasStaticShape() ||
+        col.getStaticOffsets()[last] != gType.getDimSize(last) - 1)
+      continue;
+    auto refuse = [&](const std::string &msg) {
+      why = {col, "the sinks' gradient " + msg};
+      return failure();
+    };
+    for (int64_t d = 0; d < last; ++d)
+      if (col.getStaticOffsets()[d] != 0 ||
+          col.getStaticSizes()[d] != gType.getDimSize(d))
+        return refuse("reads part of the softmax gradient's rows");
+    if (sk.source != SinkMatch::Source::HeadVector || sk.tiles != 1)
+      return refuse("is taken of sinks that are not one tensor of one "
+                    "logit per head");
+    // Steps (reductions, reshapes, casts) from the column to its end.
+    Operation *root = col;
+    while (root->getResult(0).hasOneUse()) {
+      Operation *next = *root->getUsers().begin();
+      auto l = dyn_cast<linalg::LinalgOp>(next);
+      if (next->getNumResults() != 1 ||
+          !((l && !isMatmul(l)) ||
+            isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp,
+                tensor::CastOp>(next)))
+        break;
+      root = next;
+    }
+    auto type = dyn_cast<RankedTensorType>(root->getResult(0).getType());
+    int64_t hq = fwd.sink->extended->getExtents()[nb - 1];
+    SmallVector<AffineExpr> view;
+    unsigned heads = 0;
+    MLIRContext *ctx = root->getContext();
+    for (int64_t size : type ? type.getShape() : ArrayRef<int64_t>()) {
+      if (size == 1) {
+        view.push_back(getAffineConstantExpr(0, ctx));
+      } else if (size == hq && !heads++) {
+        view.push_back(getAffineDimExpr(nb - 1, ctx));
+      } else {
+        heads = 2;
+        break;
+      }
+    }
+    if (heads != 1 || !type.hasStaticShape())
+      return refuse("does not end in the sinks' shape, one value per head");
+    ScoreTracer t(ctx, extents);
+    Node *n = t.trace(root->getResult(0),
+                      AffineMap::get(nb + 2, 0, view, ctx));
+    SmallVector<unsigned> summed;
+    while (n->kind == Node::Kind::Reduce) {
+      std::optional<double> init = n->operands[0]->getFloat();
+      if (n->combiner != "arith.addf" || !init || *init != 0.0)
+        return refuse("reduces the sink column other than by a sum from 0");
+      summed.append(n->reduced.begin(), n->reduced.end());
+      n = stripCasts(n->operands[1]);
+    }
+    llvm::sort(summed);
+    SmallVector<unsigned> want;
+    for (unsigned d = 0; d <= nb; ++d)
+      if (d != nb - 1)
+        want.push_back(d);
+    if (summed != want)
+      return refuse("does not sum the sink column over exactly the batch "
+                    "and the query rows");
+    // The column read at (batch..., i), rank-reduced or keepdim.
+    SmallVector<AffineExpr> rows;
+    for (unsigned d = 0; d <= nb; ++d)
+      rows.push_back(getAffineDimExpr(d, ctx));
+    AffineMap reduced = AffineMap::get(nb + 2, 0, rows, ctx);
+    rows.push_back(getAffineConstantExpr(0, ctx));
+    AffineMap keepdim = AffineMap::get(nb + 2, 0, rows, ctx);
+    if (n->kind != Node::Kind::Read || n->value != col.getResult() ||
+        (n->map != reduced && n->map != keepdim))
+      return refuse("is not the softmax gradient's sink column summed");
+    if (m.sinkGrad)
+      return refuse("is computed twice");
+    m.sinkGrad = BackwardMatch::SinkGrad{root->getResult(0), fullGradFactor};
+    m.ops.insert(t.visited.begin(), t.visited.end());
+    m.ops.insert(col);
+    m.ops.insert(root);
+  }
+  return success();
 }
 
 /// `v` when it is dP beside a zero column along one axis (the backward of
@@ -442,6 +553,7 @@ FailureOr<Poly> Matcher::poly(ScoreTracer &t, Node *n, Operation *at) {
     return a->scaled(1.0 / *c);
   }
   if (n->isOp("arith.select")) {
+    sawSelect = true;
     // The mask's chain rule (torch's masked_fill backward): zero where the
     // forward filled, which changes nothing because P is 0 there.
     for (auto [pred, fill] : maskSelects) {
@@ -807,9 +919,9 @@ FailureOr<BackwardMatch> Matcher::run(ArrayRef<Operation *> escapes,
                    "back from dQ or dK"};
     return failure();
   }
-  if (failed(matchCaptureGrads()))
+  if (failed(matchCaptureGrads()) || failed(matchSinkGrad()))
     return failure();
-  if (m.dq.op || m.dk.op || !m.captureGrads.empty()) {
+  if (m.dq.op || m.dk.op || !m.captureGrads.empty() || m.sinkGrad) {
     FailureOr<double> dpFactor = checkDP();
     if (failed(dpFactor))
       return failure();
@@ -817,6 +929,8 @@ FailureOr<BackwardMatch> Matcher::run(ArrayRef<Operation *> escapes,
     m.dk.factor *= *dpFactor;
     for (BackwardMatch::CaptureGrad &g : m.captureGrads)
       g.factor *= *dpFactor;
+    if (m.sinkGrad)
+      m.sinkGrad->factor *= *dpFactor;
   }
   return m;
 }

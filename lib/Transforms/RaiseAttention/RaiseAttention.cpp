@@ -20,6 +20,7 @@
 #include "mlir/IR/Iterators.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Dominance.h"
 #include "mlir/IR/IRMapping.h"
@@ -267,6 +268,72 @@ static Value reshapeUnitDims(RewriterBase &rw, Location loc, Value v,
       groups(shape));
 }
 
+/// The sinks' gradient of flash.attention from its results: dsinks[h] =
+/// −Σ over batch and query rows of exp(sinks[h] − lse)·rowsum(dO ∘ O), the
+/// sink's probability times the row's delta (its logit enters only the
+/// denominator), in f32, `[Hq]` (the last batch dim of `o` [batch..., Lq,
+/// Dv], `lse` [batch..., Lq]).
+static Value sinksGradient(RewriterBase &rw, Location loc, Value o,
+                           Value gradOut, Value lse, Value sinks) {
+  MLIRContext *ctx = rw.getContext();
+  Type f32 = rw.getF32Type();
+  auto oType = cast<RankedTensorType>(o.getType());
+  unsigned rank = oType.getRank(), nb = rank - 2;
+  auto toF32 = [&](OpBuilder &b, Location l, Value x) {
+    return x.getType() == f32 ? x : arith::ExtFOp::create(b, l, f32, x);
+  };
+  Value zero = arith::ConstantOp::create(rw, loc, rw.getF32FloatAttr(0.0));
+  auto zeros = [&](ArrayRef<OpFoldResult> sizes) {
+    Value e = tensor::EmptyOp::create(rw, loc, sizes, f32);
+    return linalg::FillOp::create(rw, loc, zero, e).getResult(0);
+  };
+  SmallVector<OpFoldResult> sizes = tensor::getMixedSizes(rw, loc, o);
+  // delta = rowsum(dO ∘ O) over Dv.
+  SmallVector<AffineExpr> rowDims;
+  for (unsigned d = 0; d <= nb; ++d)
+    rowDims.push_back(getAffineDimExpr(d, ctx));
+  AffineMap all = rw.getMultiDimIdentityMap(rank);
+  AffineMap row = AffineMap::get(rank, 0, rowDims, ctx);
+  SmallVector<utils::IteratorType> its(rank, utils::IteratorType::parallel);
+  its.back() = utils::IteratorType::reduction;
+  Value delta =
+      linalg::GenericOp::create(
+          rw, loc, TypeRange{RankedTensorType::get(
+                       oType.getShape().drop_back(), f32)},
+          ValueRange{gradOut, o},
+          ValueRange{zeros(ArrayRef(sizes).drop_back())},
+          ArrayRef<AffineMap>{all, all, row}, its,
+          [&](OpBuilder &b, Location l, ValueRange a) {
+            Value p = arith::MulFOp::create(b, l, toF32(b, l, a[0]),
+                                            toF32(b, l, a[1]));
+            linalg::YieldOp::create(
+                b, l, arith::AddFOp::create(b, l, p, a[2]).getResult());
+          })
+          .getResult(0);
+  // −Σ exp(sinks[h] − lse)·delta over every dim of (batch..., Lq) but h.
+  AffineMap rows = rw.getMultiDimIdentityMap(nb + 1);
+  AffineMap head = AffineMap::get(nb + 1, 0, getAffineDimExpr(nb - 1, ctx));
+  SmallVector<utils::IteratorType> rits(nb + 1,
+                                        utils::IteratorType::reduction);
+  rits[nb - 1] = utils::IteratorType::parallel;
+  auto sType = cast<RankedTensorType>(sinks.getType());
+  return linalg::GenericOp::create(
+             rw, loc, TypeRange{RankedTensorType::get(sType.getShape(), f32)},
+             ValueRange{sinks, lse, delta},
+             ValueRange{zeros(tensor::getMixedSizes(rw, loc, sinks))},
+             ArrayRef<AffineMap>{head, rows, rows, head}, rits,
+             [&](OpBuilder &b, Location l, ValueRange a) {
+               Value p = math::ExpOp::create(
+                   b, l,
+                   arith::SubFOp::create(b, l, toF32(b, l, a[0]),
+                                         toF32(b, l, a[1])));
+               Value t = arith::MulFOp::create(b, l, p, toF32(b, l, a[2]));
+               linalg::YieldOp::create(
+                   b, l, arith::SubFOp::create(b, l, a[3], t).getResult());
+             })
+      .getResult(0);
+}
+
 void Raiser::replaceBackward(BackwardMatch &bw, AttentionOp attn, Value q,
                              Value k, Value v, Operation *at) {
   OpBuilder::InsertionGuard guard(rw);
@@ -359,6 +426,20 @@ void Raiser::replaceBackward(BackwardMatch &bw, AttentionOp attn, Value q,
       r = tensor::CastOp::create(rw, loc, type, r);
     // The backward's own uses of dS die with the contractions it feeds.
     rw.replaceUsesWithIf(g.value, r, [&](OpOperand &use) {
+      return !bw.ops.contains(use.getOwner());
+    });
+  }
+  if (bw.sinkGrad) {
+    Value r = sinksGradient(rw, loc, out, gradOut, attn.getResult(1),
+                            attn.getSinks());
+    if (std::abs(bw.sinkGrad->factor - 1.0) > 1e-6)
+      r = scaleElements(rw, loc, r, bw.sinkGrad->factor);
+    auto type = cast<RankedTensorType>(bw.sinkGrad->value.getType());
+    r = reshapeUnitDims(rw, loc, r, type.getShape());
+    r = castElements(rw, loc, r, type.getElementType());
+    if (r.getType() != type)
+      r = tensor::CastOp::create(rw, loc, type, r);
+    rw.replaceUsesWithIf(bw.sinkGrad->value, r, [&](OpOperand &use) {
       return !bw.ops.contains(use.getOwner());
     });
   }
@@ -825,6 +906,8 @@ bool Raiser::run(linalg::LinalgOp pv) {
         bwEnds.insert(g->op);
     for (const BackwardMatch::CaptureGrad &g : bw->captureGrads)
       bwEnds.insert(g.value.getDefiningOp());
+    if (bw->sinkGrad)
+      bwEnds.insert(bw->sinkGrad->value.getDefiningOp());
     escaped = escapes();
     if (!escaped.empty()) {
       why = {escaped.front().first, escapeMessage(escaped.front())};
@@ -861,6 +944,8 @@ bool Raiser::run(linalg::LinalgOp pv) {
         gradOps.push_back(g->op);
     for (const BackwardMatch::CaptureGrad &g : bw->captureGrads)
       gradOps.push_back(g.value.getDefiningOp());
+    if (bw->sinkGrad)
+      gradOps.push_back(bw->sinkGrad->value.getDefiningOp());
     for (Operation *g : gradOps) {
       if (g->getBlock() != pvOp->getBlock() || !pvOp->isBeforeInBlock(g)) {
         why = {g, "a gradient of the backward is computed before the "

@@ -322,6 +322,15 @@ struct BackwardMatch {
     double factor = 1.0;
   };
   SmallVector<CaptureGrad> captureGrads;
+  /// The sinks' gradient the graph computes itself (the sink column of the
+  /// softmax gradient summed over batch and query rows): `value` is
+  /// `factor` times −Σ exp(sinks[h] − lse)·rowsum(dO ∘ O), reshaped by unit
+  /// dims at most.
+  struct SinkGrad {
+    Value value;
+    double factor = 1.0;
+  };
+  std::optional<SinkGrad> sinkGrad;
 };
 /// Recognises, among the contractions reachable from `escapes` (the users
 /// of forward intermediates outside the forward chain), autodiff's backward
