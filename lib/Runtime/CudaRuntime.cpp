@@ -533,7 +533,7 @@ struct TensorMapRing {
   // Far more maps than one host function encodes before the launch that
   // takes them.
   static constexpr unsigned kSize = 64;
-  alignas(64) CUtensorMap slots[kSize];
+  CUtensorMap slots[kSize]; // the type carries cuda.h's alignment
   unsigned next = 0;
   bool used = false;
   bool holds(const void *p) const {
@@ -545,8 +545,8 @@ struct TensorMapRing {
     return &slots[next++ % kSize];
   }
 };
-// On the heap: operator new honours the 64-byte alignment that
-// cuTensorMapEncodeTiled requires of its output, which a dlopen'ed
+// On the heap: operator new honours the alignment cuda.h gives CUtensorMap
+// (which cuTensorMapEncodeTiled requires of its output), which a dlopen'ed
 // library's TLS block need not.
 thread_local std::unique_ptr<TensorMapRing> ringStorage;
 TensorMapRing &threadRing() {
