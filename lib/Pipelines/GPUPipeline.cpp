@@ -50,9 +50,9 @@ void flash::buildFlashGPUPipeline(OpPassManager &pm,
   // creation, launch on the given stream) to LLVM.
   FlashNVVMPipelineOptions nvvm;
   nvvm.chip = kernel.chip;
-  nvvm.features = options.features;
-  nvvm.format = options.format;
-  nvvm.optLevel = options.optLevel;
+#define FLASH_NVVM_TARGET_OPTION(TYPE, FIELD, FLAG, DEFAULT, DESC)              \
+  nvvm.FIELD = options.FIELD;
+#include "flash/Pipelines/NVVMTargetOptions.def"
   nvvm.tensormapParams = options.tensormapParams;
   buildFlashLowerToNVVMPipeline(pm, nvvm);
 }

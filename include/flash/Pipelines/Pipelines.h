@@ -53,16 +53,10 @@ struct FlashGPUPipelineOptions
                      llvm::cl::desc("First rewrite matmul-softmax-matmul "
                                     "chains into flash.attention"),
                      llvm::cl::init(true)};
-  Option<std::string> features{*this, "features",
-                               llvm::cl::desc("PTX features (ISA version)"),
-                               llvm::cl::init("+ptx80")};
-  Option<std::string> format{
-      *this, "format",
-      llvm::cl::desc("Binary format: bin (cubin), isa (PTX), fatbin"),
-      llvm::cl::init("bin")};
-  Option<int> optLevel{*this, "opt-level",
-                       llvm::cl::desc("NVVM optimisation level"),
-                       llvm::cl::init(3)};
+#define FLASH_NVVM_TARGET_OPTION(TYPE, FIELD, FLAG, DEFAULT, DESC)              \
+  Option<TYPE> FIELD{*this, FLAG, llvm::cl::desc(DESC),                        \
+                     llvm::cl::init(TYPE(DEFAULT))};
+#include "flash/Pipelines/NVVMTargetOptions.def"
   Option<bool> tensormapParams{
       *this, "tensormap-params",
       llvm::cl::desc("Kernels take each TMA tensor map by value, a 128-byte "
@@ -80,16 +74,10 @@ struct FlashNVVMPipelineOptions
   Option<std::string> chip{*this, "chip",
                            llvm::cl::desc("Target SM architecture"),
                            llvm::cl::init("sm_90a")};
-  Option<std::string> features{*this, "features",
-                               llvm::cl::desc("PTX features (ISA version)"),
-                               llvm::cl::init("+ptx80")};
-  Option<std::string> format{
-      *this, "format",
-      llvm::cl::desc("Binary format: bin (cubin), isa (PTX), fatbin"),
-      llvm::cl::init("bin")};
-  Option<int> optLevel{*this, "opt-level",
-                       llvm::cl::desc("NVVM optimisation level"),
-                       llvm::cl::init(3)};
+#define FLASH_NVVM_TARGET_OPTION(TYPE, FIELD, FLAG, DEFAULT, DESC)              \
+  Option<TYPE> FIELD{*this, FLAG, llvm::cl::desc(DESC),                        \
+                     llvm::cl::init(TYPE(DEFAULT))};
+#include "flash/Pipelines/NVVMTargetOptions.def"
   Option<bool> tensormapParams{
       *this, "tensormap-params",
       llvm::cl::desc("Run flash-tensormap-kernel-params: TMA tensor maps "
