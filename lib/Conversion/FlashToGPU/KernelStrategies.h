@@ -473,6 +473,33 @@ gpu::GPUFuncOp buildSplitKVKernel(OpBuilder &b, Location loc,
                                   const MemrefKernelSpec &spec,
                                   const SplitKVConfig &cfg,
                                   ArrayRef<Type> argTypes);
+/// Where mergeSplitRow reads one row's split partials. A warp takes the
+/// splits sub + wpr·k (sub = 0, wpr = 1: all of them) and its lanes the
+/// columns lane + 32 i.
+struct SplitRowSource {
+  Value splits, sub, wpr, lane; // index
+  int64_t dv = 0;
+  /// The f32 lse (natural log) of split `s`, a valid split.
+  llvm::function_ref<Value(ImplicitLocOpBuilder &, Value s)> loadLse;
+  /// The f32 partial output of split `s` at column `col` (both valid).
+  llvm::function_ref<Value(ImplicitLocOpBuilder &, Value s, Value col)>
+      loadOut;
+  /// A statistic over the warps that share the row (each warp's value
+  /// already reduced over its lanes); the identity for a warp per row.
+  llvm::function_ref<Value(Value, bool isMax)> rowReduce;
+};
+struct SplitRowMerge {
+  MaxUpdate top; // the largest lse (log2 domain)
+  Value total;   // the sum of the splits' weights 2^(lse - top)
+  /// This warp's share of the weighted sum, per lane column: over all the
+  /// row's warps it is O · total (finishRow(top.m, total) normalises).
+  SmallVector<Value> acc;
+};
+/// The exact merge of one row's split partials by their LSE: the max and
+/// weight sum with the lanes over the splits, then the weighted sum with the
+/// lanes over the columns, the splits unrolled so their loads overlap. The
+/// combine kernel and the wgmma decode form's last CTA both build it.
+SplitRowMerge mergeSplitRow(ImplicitLocOpBuilder &b, const SplitRowSource &src);
 /// Warps per CTA of the combine kernel.
 constexpr int64_t kSplitKVCombineWarps = 4;
 /// The combine kernel, named `combine`. Arguments: the partial outputs and

@@ -29,6 +29,106 @@ using namespace mlir::flash::gpu_lowering;
 // Splits whose loads the weighted sum issues together.
 static constexpr int64_t kUnroll = 8;
 
+SplitRowMerge gpu_lowering::mergeSplitRow(ImplicitLocOpBuilder &b,
+                                          const SplitRowSource &src) {
+  Value zero = constIdx(b, 0), one = constIdx(b, 1);
+  const int64_t Dv = src.dv, perLane = llvm::divideCeil(Dv, 32);
+  SmallVector<Value> colsC;
+  for (int64_t i = 0; i < perLane; ++i)
+    colsC.push_back(arith::MinSIOp::create(
+        b, arith::AddIOp::create(b, src.lane, constIdx(b, 32 * i)),
+        constIdx(b, Dv - 1)));
+  Value negInf = constF32(b, -std::numeric_limits<double>::infinity());
+  Value zf = constF32(b, 0.0);
+  Value log2e = constF32(b, 1.4426950408889634);
+  Value lastSplit = arith::SubIOp::create(b, src.splits, one);
+  // lse of split s in the log2 domain, -inf past the last split.
+  auto splitLse = [&](ImplicitLocOpBuilder &ib, Value s) {
+    Value in =
+        arith::CmpIOp::create(ib, arith::CmpIPredicate::slt, s, src.splits);
+    Value x = src.loadLse(ib, arith::MinSIOp::create(ib, s, lastSplit));
+    return arith::SelectOp::create(ib, in, arith::MulFOp::create(ib, x, log2e),
+                                   negInf)
+        .getResult();
+  };
+  // This warp's k-th split: sub + wpr·k.
+  auto warpSplit = [&](ImplicitLocOpBuilder &ib, Value k) {
+    return arith::AddIOp::create(ib, src.sub,
+                                 arith::MulIOp::create(ib, k, src.wpr))
+        .getResult();
+  };
+
+  // The row's statistics with the lanes over the splits: the max of the
+  // partials' lse, then the sum of their weights 2^(lse - max). A split that
+  // saw no key has lse = -inf and weight 0 (updateRunningMax's convention:
+  // a row that saw nothing subtracts 0, never -inf).
+  Value laneSteps = arith::CeilDivSIOp::create(
+      b, src.splits, arith::MulIOp::create(b, src.wpr, constIdx(b, 32)));
+  auto laneSplit = [&](ImplicitLocOpBuilder &ib, Value i) {
+    return warpSplit(
+        ib, arith::AddIOp::create(
+                ib, src.lane, arith::MulIOp::create(ib, i, constIdx(ib, 32))));
+  };
+  auto maxLoop = scf::ForOp::create(
+      b, zero, laneSteps, one, ValueRange{negInf},
+      [&](OpBuilder &nb, Location l, Value i, ValueRange st) {
+        ImplicitLocOpBuilder ib(l, nb);
+        scf::YieldOp::create(
+            ib, ValueRange{arith::MaxNumFOp::create(
+                               ib, st[0], splitLse(ib, laneSplit(ib, i)))
+                               .getResult()});
+      });
+  SplitRowMerge r;
+  r.top = updateRunningMax(
+      b, negInf,
+      src.rowReduce(
+          butterflyReduce(b, maxLoop.getResult(0), /*isMax=*/true, 32),
+          /*isMax=*/true));
+  auto weight = [&](ImplicitLocOpBuilder &ib, Value s) {
+    return exp2Approx(ib, arith::SubFOp::create(ib, splitLse(ib, s), r.top.mUse));
+  };
+  auto sumLoop = scf::ForOp::create(
+      b, zero, laneSteps, one, ValueRange{zf},
+      [&](OpBuilder &nb, Location l, Value i, ValueRange st) {
+        ImplicitLocOpBuilder ib(l, nb);
+        scf::YieldOp::create(
+            ib, ValueRange{arith::AddFOp::create(ib, st[0],
+                                                 weight(ib, laneSplit(ib, i)))
+                               .getResult()});
+      });
+  r.total = src.rowReduce(
+      butterflyReduce(b, sumLoop.getResult(0), /*isMax=*/false, 32),
+      /*isMax=*/false);
+
+  // The weighted sum with the lanes over the columns. The weights are known
+  // up front, so nothing is carried from one split to the next but the sums:
+  // the splits are unrolled so that their loads are in flight together.
+  SmallVector<Value> init(perLane, zf);
+  Value steps = arith::CeilDivSIOp::create(
+      b, src.splits, arith::MulIOp::create(b, src.wpr, constIdx(b, kUnroll)));
+  auto loop = scf::ForOp::create(
+      b, zero, steps, one, init,
+      [&](OpBuilder &nb, Location l, Value i, ValueRange st) {
+        ImplicitLocOpBuilder ib(l, nb);
+        Value k0 = arith::MulIOp::create(ib, i, constIdx(ib, kUnroll));
+        SmallVector<Value> w, o;
+        for (int64_t u = 0; u < kUnroll; ++u) {
+          Value s = warpSplit(ib, arith::AddIOp::create(ib, k0, constIdx(ib, u)));
+          w.push_back(weight(ib, s));
+          Value sc = arith::MinSIOp::create(ib, s, lastSplit);
+          for (int64_t c = 0; c < perLane; ++c)
+            o.push_back(src.loadOut(ib, sc, colsC[c]));
+        }
+        SmallVector<Value> acc(st);
+        for (int64_t u = 0; u < kUnroll; ++u)
+          for (int64_t c = 0; c < perLane; ++c)
+            acc[c] = math::FmaOp::create(ib, o[u * perLane + c], w[u], acc[c]);
+        scf::YieldOp::create(ib, acc);
+      });
+  r.acc.assign(loop.getResults().begin(), loop.getResults().end());
+  return r;
+}
+
 gpu::GPUFuncOp gpu_lowering::buildSplitKVCombineKernel(
     OpBuilder &ob, Location loc, gpu::GPUModuleOp module,
     const MemrefKernelSpec &spec, ArrayRef<Type> argTypes) {
@@ -78,32 +178,12 @@ gpu::GPUFuncOp gpu_lowering::buildSplitKVCombineKernel(
   Value inRow = arith::CmpIOp::create(b, arith::CmpIPredicate::slt, row, rowsTotal);
   Value rowC = arith::MinSIOp::create(
       b, row, arith::SubIOp::create(b, rowsTotal, one));
-
-  // Columns lane + 32 i; the last ones of a Dv that is not a multiple of 32
-  // are read clamped and never stored.
-  SmallVector<Value> cols, colsC;
-  for (int64_t i = 0; i < perLane; ++i) {
+  SmallVector<Value> cols;
+  for (int64_t i = 0; i < perLane; ++i)
     cols.push_back(arith::AddIOp::create(b, lane, constIdx(b, 32 * i)));
-    colsC.push_back(arith::MinSIOp::create(b, cols.back(), constIdx(b, Dv - 1)));
-  }
   Value negInf = constF32(b, -std::numeric_limits<double>::infinity());
   Value zf = constF32(b, 0.0);
-  Value log2e = constF32(b, 1.4426950408889634);
-  Value lastSplit = arith::SubIOp::create(b, splits, one);
-  // lse of split s in the log2 domain, -inf past the last split.
-  auto splitLse = [&](ImplicitLocOpBuilder &ib, Value s) {
-    Value in = arith::CmpIOp::create(ib, arith::CmpIPredicate::slt, s, splits);
-    Value sc = arith::MinSIOp::create(ib, s, lastSplit);
-    Value x = memref::LoadOp::create(ib, lsePart, ValueRange{sc, rowC});
-    return arith::SelectOp::create(ib, in, arith::MulFOp::create(ib, x, log2e),
-                                   negInf)
-        .getResult();
-  };
-  // This warp's k-th split: sub + wpr·k.
-  auto warpSplit = [&](ImplicitLocOpBuilder &ib, Value k) {
-    return arith::AddIOp::create(ib, sub, arith::MulIOp::create(ib, k, wpr))
-        .getResult();
-  };
+
   // A statistic of the row's warps: each warp's value through shared memory,
   // reduced over the row's wpr warps.
   auto rowReduce = [&](Value v, bool isMax) {
@@ -126,77 +206,27 @@ gpu::GPUFuncOp gpu_lowering::buildSplitKVCombineKernel(
     gpu::BarrierOp::create(b);
     return r;
   };
-
-  // The row's statistics with the lanes over the splits: the max of the
-  // partials' lse, then the sum of their weights 2^(lse - max). A split that
-  // saw no key has lse = -inf and weight 0 (updateRunningMax's convention:
-  // a row that saw nothing subtracts 0, never -inf).
-  Value laneSteps = arith::CeilDivSIOp::create(
-      b, splits, arith::MulIOp::create(b, wpr, constIdx(b, 32)));
-  auto laneSplit = [&](ImplicitLocOpBuilder &ib, Value i) {
-    return warpSplit(ib, arith::AddIOp::create(
-                             ib, lane, arith::MulIOp::create(ib, i, constIdx(ib, 32))));
+  SplitRowSource src;
+  src.splits = splits;
+  src.sub = sub;
+  src.wpr = wpr;
+  src.lane = lane;
+  src.dv = Dv;
+  auto loadLse = [&](ImplicitLocOpBuilder &ib, Value s) -> Value {
+    return memref::LoadOp::create(ib, lsePart, ValueRange{s, rowC});
   };
-  auto maxLoop = scf::ForOp::create(
-      b, zero, laneSteps, one, ValueRange{negInf},
-      [&](OpBuilder &nb, Location l, Value i, ValueRange st) {
-        ImplicitLocOpBuilder ib(l, nb);
-        scf::YieldOp::create(
-            ib, ValueRange{arith::MaxNumFOp::create(
-                               ib, st[0], splitLse(ib, laneSplit(ib, i)))
-                               .getResult()});
-      });
-  MaxUpdate top = updateRunningMax(
-      b, negInf,
-      rowReduce(butterflyReduce(b, maxLoop.getResult(0), /*isMax=*/true, 32),
-                /*isMax=*/true));
-  auto weight = [&](ImplicitLocOpBuilder &ib, Value s) {
-    return exp2Approx(ib, arith::SubFOp::create(ib, splitLse(ib, s), top.mUse));
+  auto loadOut = [&](ImplicitLocOpBuilder &ib, Value s, Value col) -> Value {
+    return memref::LoadOp::create(ib, oPart, ValueRange{s, rowC, col});
   };
-  auto sumLoop = scf::ForOp::create(
-      b, zero, laneSteps, one, ValueRange{zf},
-      [&](OpBuilder &nb, Location l, Value i, ValueRange st) {
-        ImplicitLocOpBuilder ib(l, nb);
-        scf::YieldOp::create(
-            ib, ValueRange{arith::AddFOp::create(ib, st[0],
-                                                 weight(ib, laneSplit(ib, i)))
-                               .getResult()});
-      });
-  Value total = rowReduce(
-      butterflyReduce(b, sumLoop.getResult(0), /*isMax=*/false, 32),
-      /*isMax=*/false);
+  src.loadLse = loadLse;
+  src.loadOut = loadOut;
+  src.rowReduce = rowReduce;
+  SplitRowMerge merged = mergeSplitRow(b, src);
 
-  // The weighted sum with the lanes over the columns. The weights are known
-  // up front, so nothing is carried from one split to the next but the sums:
-  // the splits are unrolled so that their loads are in flight together.
-  SmallVector<Value> init(perLane, zf);
-  Value steps = arith::CeilDivSIOp::create(
-      b, splits, arith::MulIOp::create(b, wpr, constIdx(b, kUnroll)));
-  auto loop = scf::ForOp::create(
-      b, zero, steps, one, init,
-      [&](OpBuilder &nb, Location l, Value i, ValueRange st) {
-        ImplicitLocOpBuilder ib(l, nb);
-        Value k0 = arith::MulIOp::create(ib, i, constIdx(ib, kUnroll));
-        SmallVector<Value> w, o;
-        for (int64_t u = 0; u < kUnroll; ++u) {
-          Value s = warpSplit(ib, arith::AddIOp::create(ib, k0, constIdx(ib, u)));
-          w.push_back(weight(ib, s));
-          Value sc = arith::MinSIOp::create(ib, s, lastSplit);
-          for (int64_t c = 0; c < perLane; ++c)
-            o.push_back(memref::LoadOp::create(ib, oPart,
-                                               ValueRange{sc, rowC, colsC[c]}));
-        }
-        SmallVector<Value> acc(st);
-        for (int64_t u = 0; u < kUnroll; ++u)
-          for (int64_t c = 0; c < perLane; ++c)
-            acc[c] = math::FmaOp::create(ib, o[u * perLane + c], w[u], acc[c]);
-        scf::YieldOp::create(ib, acc);
-      });
   // The row's first warp adds the other warps' shares.
   for (int64_t c = 0; c < perLane; ++c)
-    memref::StoreOp::create(b, loop.getResult(c), part,
-                            ValueRange{warp, arith::AddIOp::create(
-                                                 b, lane, constIdx(b, 32 * c))});
+    memref::StoreOp::create(b, merged.acc[c], part,
+                            ValueRange{warp, cols[c]});
   gpu::BarrierOp::create(b);
   Value writer = arith::AndIOp::create(
       b, inRow, arith::CmpIOp::create(b, arith::CmpIPredicate::eq, sub, zero));
@@ -204,7 +234,7 @@ gpu::GPUFuncOp gpu_lowering::buildSplitKVCombineKernel(
   b.setInsertionPointToStart(ifWriter.thenBlock());
   SmallVector<Value> acc;
   for (int64_t c = 0; c < perLane; ++c) {
-    Value col = arith::AddIOp::create(b, lane, constIdx(b, 32 * c));
+    Value col = cols[c];
     Value a = memref::LoadOp::create(b, part, ValueRange{warp, col});
     for (int64_t w = 1; w < W; ++w) {
       Value mine = arith::CmpIOp::create(b, arith::CmpIPredicate::slt,
@@ -219,7 +249,7 @@ gpu::GPUFuncOp gpu_lowering::buildSplitKVCombineKernel(
   Value lq = memref::DimOp::create(b, out, 1);
   Value bh = arith::DivUIOp::create(b, row, lq);
   // The partials saw keys only; the sink is counted here, once per row.
-  RowResult res = finishRow(b, top.m, total, spec.hasLse,
+  RowResult res = finishRow(b, merged.top.m, merged.total, spec.hasLse,
                             sinks ? sinkLog2(b, sinks, bh) : Value());
   Value q = arith::RemUIOp::create(b, row, lq);
   for (int64_t i = 0; i < perLane; ++i) {
