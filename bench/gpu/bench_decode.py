@@ -238,11 +238,11 @@ def dynamo_graphs():
         return None
 
 
-def run(with_flex, variants, only_lq=None, all_cases=False, pages=(PAGE,)):
+def run(with_flex, variants, only_lq=None, all_cases=False, pages=(PAGE,), breakdown=False):
     import torch
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
-    from common import device_line, measure
+    from common import device_line, kernel_breakdown, measure
 
     start = time.perf_counter()
     print(device_line())
@@ -286,6 +286,9 @@ def run(with_flex, variants, only_lq=None, all_cases=False, pages=(PAGE,)):
         rate = kv_bytes / kern / 1e6
         print(f"| {b} | {hq}/{hkv} | {lq} | {lk} | {name} | {kern:.1f} | {rate:.2f} | "
               f"{rate / ceiling:.2f} | {call:.1f} |")
+        if breakdown and name.startswith("ours"):
+            print(f"{name} {case} kernels: " + ", ".join(
+                f"{n[:40]} {t:.1f} µs" for n, t in kernel_breakdown(fn)), file=sys.stderr)
         return out
 
     for case in (variant_cases(all_cases) if variants else CASES):
@@ -367,6 +370,8 @@ if __name__ == "__main__":
                     help="variants on every case of the table, not VARIANT_CASES")
     ap.add_argument("--lq", type=int, default=None,
                     help="only the cases of this Lq (the table in two device calls)")
+    ap.add_argument("--kernels", action="store_true",
+                    help="each of our rows' kernels and their µs per call, on stderr")
     ap.add_argument("--pages", default=str(PAGE),
                     help="comma-separated page sizes of the ours-paged columns "
                          "(the first %d keeps Flex's paged column beside it)" % PAGE)
@@ -379,4 +384,4 @@ if __name__ == "__main__":
     if a.prebuild:
         prebuild(a.prebuild, names, a.all_cases, pages)
     else:
-        run(a.flex, names, a.lq, a.all_cases, pages)
+        run(a.flex, names, a.lq, a.all_cases, pages, a.kernels)

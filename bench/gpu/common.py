@@ -79,6 +79,24 @@ def device_line():
             f"CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}")
 
 
+def kernel_breakdown(fn, calls=20):
+    """[(kernel name, device µs per call)] of fn()'s kernels, longest first
+    (torch.profiler): where a multi-kernel call spends its time."""
+    from torch.profiler import ProfilerActivity, profile
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    total = {}
+    for e in prof.events():
+        if getattr(e, "device_type", None) is not None and "CUDA" in str(e.device_type) \
+                and e.device_time > 0:
+            total[e.name] = total.get(e.name, 0.0) + e.device_time
+    return sorted(((n, t / calls) for n, t in total.items()), key=lambda x: -x[1])
+
+
 def measure(fn, calls=30, kernels="longest"):
     """(kernel µs, call µs, host µs per call) of fn():
       kernel — device time from torch.profiler: the longest kernel of each call
