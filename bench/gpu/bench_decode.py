@@ -65,13 +65,17 @@ VARIANTS = {
     # The wgmma decode form with a deeper ring of smaller tiles.
     "wg-n64-s4": {"kernel": "wgmma", "block_n": 64, "stages": 4},
     "mma": {"kernel": "mma"},
+    # The decode form's splits merged by its last CTA per row block, one launch.
+    "fc": {"fused_combine": 1},
 }
 VARIANT_CASES = [(16, 32, 8, 1, 32768), (64, 32, 8, 1, 32768), (1, 32, 8, 1, 131072),
                  (16, 32, 8, 16, 32768), (16, 8, 1, 1, 131072), (16, 8, 1, 16, 32768),
                  # Where kernel=auto's rule for the split kernel ends (64 rows, or 128
                  # from several heads): the prefill kernels beside it.
                  (8, 16, 16, 64, 8192), (4, 32, 8, 32, 8192), (2, 32, 32, 48, 2048),
-                 (16, 16, 16, 64, 512), (2, 32, 8, 40, 4096)]
+                 (16, 16, 16, 64, 512), (2, 32, 8, 40, 4096),
+                 # Small decode, where a second launch is a large share of the call.
+                 (1, 8, 1, 1, 4096), (64, 8, 1, 1, 4096), (1, 32, 8, 1, 4096)]
 
 
 PAGE = 16

@@ -21,6 +21,7 @@
 
 #include <cuda.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdarg>
 #include <cstdio>
@@ -966,6 +967,52 @@ FLASH_RT_EXPORT void *flashRuntimeWorkCounter(void *stream) {
              "cuMemsetD32Async (work counter)"))
     return nullptr;
   return reinterpret_cast<void *>(counter);
+}
+
+namespace {
+struct SplitCounterArrays {
+  struct Array {
+    CUdeviceptr ptr = 0;
+    int64_t size = 0;
+  };
+  std::mutex mutex;
+  std::unordered_map<std::string, Array> map;
+};
+} // namespace
+
+FLASH_RT_EXPORT void *flashRuntimeSplitCounters(void *stream, int64_t n) {
+  static auto *arrays = new SplitCounterArrays; // never destroyed: see dtors
+  if (tls.status != FLASH_RT_OK)
+    return nullptr;
+  CUcontext ctx = currentContext();
+  if (!ctx)
+    return nullptr;
+  auto s = static_cast<CUstream>(stream);
+  std::string key(reinterpret_cast<const char *>(&ctx), sizeof(ctx));
+  key.append(reinterpret_cast<const char *>(&s), sizeof(s));
+  std::lock_guard<std::mutex> lock(arrays->mutex);
+  SplitCounterArrays::Array &a = arrays->map[key];
+  if (a.size >= n && a.ptr)
+    return reinterpret_cast<void *>(a.ptr);
+  // Grown geometrically, so that a growing batch allocates a few times.
+  int64_t size = std::max<int64_t>({n, 2 * a.size, 1024});
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  if (DRV(cuThreadExchangeStreamCaptureMode))
+    DRV(cuThreadExchangeStreamCaptureMode)(&mode);
+  CUdeviceptr dev = 0;
+  bool ok = check(DRV(cuMemAlloc)(&dev, size * sizeof(int32_t)),
+                  "cuMemAlloc (split counters)");
+  if (DRV(cuThreadExchangeStreamCaptureMode))
+    DRV(cuThreadExchangeStreamCaptureMode)(&mode);
+  if (!ok)
+    return nullptr;
+  bump(kMemAlloc);
+  if (!check(DRV(cuMemsetD32Async)(dev, 0, size, s),
+             "cuMemsetD32Async (split counters)"))
+    return nullptr;
+  a.ptr = dev;
+  a.size = size;
+  return reinterpret_cast<void *>(dev);
 }
 
 //===----------------------------------------------------------------------===//

@@ -77,6 +77,27 @@ CASES = {
     "wg-lq32-mha": _case(1, 4, 4, 32, 10000, 128, kernel="wgmma", return_lse=True),
     "wg-one-key": _case(2, 8, 2, 16, 1, 64, kernel="wgmma", return_lse=True),
     "wg-long-f16-d64": _case(1, 32, 8, 16, 65537, 64, dtype="float16"),
+    # fused_combine=1: the last CTA of each row block merges the splits (no combine
+    # kernel): one warpgroup, two, several row blocks (a counter each), splits that see
+    # no key, one split per tile (many splits per row), one split (no merge at all).
+    "fc-gqa4-lse": _case(4, 32, 8, 1, 4097, 128, return_lse=True, fused_combine=1),
+    "fc-lq16-mqa8": _case(2, 8, 1, 16, 2500, 128, return_lse=True, fused_combine=1),
+    "fc-lq64-g4-rows256": _case(1, 8, 2, 64, 2500, 64, kernel="wgmma", return_lse=True,
+                                fused_combine=1),
+    "fc-lq16-causal-tl-g4": _case(1, 8, 2, 16, 1000, 64, kernel="wgmma", causal=True,
+                                  return_lse=True, fused_combine=1),
+    "fc-split-per-tile": _case(1, 16, 2, 8, 1000, 128, kernel="wgmma", split_kv=1000,
+                               return_lse=True, fused_combine=1),
+    "fc-split1-f16": _case(3, 8, 2, 2, 777, 64, dtype="float16", kernel="wgmma",
+                           split_kv=1, fused_combine=1),
+    "fc-long-f16-d64": _case(1, 32, 8, 16, 65537, 64, dtype="float16", fused_combine=1),
+}
+# fused_combine's twin without it, for test_fused_combine_matches_the_combine_kernel.
+FUSED_TWINS = {
+    "fc-split3": _case(2, 16, 4, 1, 2000, 128, kernel="wgmma", split_kv=3, return_lse=True,
+                       fused_combine=1),
+    "fc-split3-unfused": _case(2, 16, 4, 1, 2000, 128, kernel="wgmma", split_kv=3,
+                               return_lse=True, fused_combine=0),
 }
 EMPTY = _case(2, 8, 2, 1, 0, 64, return_lse=True)
 EMPTY_WGMMA = _case(2, 8, 2, 16, 0, 64, kernel="wgmma", return_lse=True)
@@ -101,6 +122,7 @@ def prebuild_all(cache_dir):
     os.environ["FLASH_MLIR_CACHE_DIR"] = cache_dir
     os.environ.setdefault("CUDA_HOME", "/usr/local/cuda")
     for name, (qs, ks, vs, dtype, kw) in (list(CASES.items()) +
+                                          list(FUSED_TWINS.items()) +
                                           [("empty", EMPTY), ("empty-wgmma", EMPTY_WGMMA)]):
         print(name, flash_mlir.prebuild(qs, ks, vs, dtype, **kw))
     print("bias", _bias_library())
@@ -126,6 +148,28 @@ def test_matches_sdpa(name):
         finite = ref_lse > -float("inf")
         assert abs(lse[finite] - ref_lse[finite]).max() <= 1e-3
         assert (lse[~finite] == -float("inf")).all()
+
+
+def test_fused_combine_matches_the_combine_kernel():
+    """The last CTA's merge is the combine kernel's (mergeSplitRow, one warp per row at
+    three splits): the same bits, call after call on fresh inputs, on the default stream
+    and on another one (each stream has its own arrival counters, which every launch
+    leaves at zero)."""
+    torch = _cuda()
+    qs, ks, vs, dtype, kw = FUSED_TWINS["fc-split3"]
+    kw0 = FUSED_TWINS["fc-split3-unfused"][4]
+    side = torch.cuda.Stream()
+    for step in range(4):
+        q, k, v = _inputs(torch, qs, ks, vs, dtype)
+        stream = side if step % 2 else torch.cuda.current_stream()
+        with torch.cuda.stream(stream):
+            out, lse = flash_mlir.attention(q, k, v, **kw)
+            ref_out, ref_lse = flash_mlir.attention(q, k, v, **kw0)
+        stream.synchronize()
+        assert torch.equal(out, ref_out), step
+        assert torch.equal(lse, ref_lse), step
+        err, err_sdpa, _ = _errors(torch, out, q, k, v)
+        assert err <= 2 * err_sdpa + 1e-3, (step, err, err_sdpa)
 
 
 def test_auto_takes_the_split_kernel_for_masked_decode():

@@ -59,6 +59,10 @@ CASES = {
     "splitkv-lq16-lk5000": _case(2, 16, 2, 16, 5000, 128, causal=True,
                                  align="bottom_right", kernel="splitkv"),
     "wgmma-d128-gqa8": _case(1, 64, 8, 128, 400, 128, causal=True, kernel="wgmma"),
+    # The decode form merging its splits in its last CTA: the sink counted there, once
+    # per row (two consumer warpgroups: 8 heads × 16 rows packed).
+    "fused-combine-lq16-mqa8": _case(2, 8, 1, 16, 3000, 128, return_lse=True,
+                                     fused_combine=1),
 }
 
 # Bottom-right causal with Lq > Lk: the first Lq - Lk rows see no key, only the sink.

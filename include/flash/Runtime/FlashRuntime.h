@@ -69,6 +69,15 @@ int32_t flashRuntimeMultiprocessorCount(void);
  * NULL on failure (the error is recorded, and the launch that follows is skipped). */
 void *flashRuntimeWorkCounter(void *stream);
 
+/* At least `n` device i32s for this (context, stream), all zero when the next kernel on
+ * `stream` starts: the arrival counters of a split decode whose last CTA per row block
+ * merges the splits. The kernels that use them leave them zero (the last arrival resets
+ * its counter), so only a new or grown array is zeroed (an async memset on `stream`).
+ * Earlier arrays stay allocated for the life of the process: a CUDA graph may replay
+ * a launch that names one. NULL on failure (the error is recorded, and the launch that
+ * follows is skipped). */
+void *flashRuntimeSplitCounters(void *stream, int64_t n);
+
 #ifdef __cplusplus
 }
 #endif

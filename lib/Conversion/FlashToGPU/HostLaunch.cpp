@@ -237,3 +237,21 @@ Value gpu_lowering::workCounter(ImplicitLocOpBuilder &b, Operation *anchor,
   return func::CallOp::create(b, fn, TypeRange{ptr}, ValueRange{stream})
       .getResult(0);
 }
+
+Value gpu_lowering::splitCounters(ImplicitLocOpBuilder &b, Operation *anchor,
+                                  Value stream, Value n) {
+  constexpr StringLiteral fn = "flashRuntimeSplitCounters";
+  auto module = anchor->getParentOfType<ModuleOp>();
+  Type ptr = LLVM::LLVMPointerType::get(b.getContext());
+  Type i64 = b.getI64Type();
+  if (!module.lookupSymbol(fn)) {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(module.getBody());
+    func::FuncOp::create(b, fn, b.getFunctionType({ptr, i64}, {ptr}))
+        .setPrivate();
+  }
+  return func::CallOp::create(
+             b, fn, TypeRange{ptr},
+             ValueRange{stream, arith::IndexCastOp::create(b, i64, n)})
+      .getResult(0);
+}

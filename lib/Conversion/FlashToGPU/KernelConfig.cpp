@@ -68,6 +68,11 @@ LogicalResult gpu_lowering::verifyKernelOptions(const GPUKernelOptions &o,
     os << "split-kv must be >= 0 (0: automatic), got " << o.splitKV;
     return failure();
   }
+  if (o.fusedCombine < -1 || o.fusedCombine > 1) {
+    os << "fused-combine must be -1 (automatic), 0 or 1, got "
+       << o.fusedCombine;
+    return failure();
+  }
   if (o.gradDq != "auto" && o.gradDq != "bulk" && o.gradDq != "atomic") {
     os << "grad-dq must be auto, bulk or atomic, got '" << o.gradDq << "'";
     return failure();
@@ -104,7 +109,9 @@ SmemLayout::SmemLayout(const KernelConfig &cfg, const KernelSpec &spec) {
   vBytes = cfg.blockN * spec.panelDv() * elt;
   stageBytes = kBytes + vBytes;
   barOff = qBytes + cfg.stages * stageBytes;
-  total = 1024 + barOff + 8 * (1 + 2 * cfg.stages + (cfg.persistent ? 2 : 0));
+  int64_t slots = 1 + 2 * cfg.stages + (cfg.persistent ? 2 : 0);
+  lastArrivalOff = barOff + 8 * slots;
+  total = 1024 + barOff + 8 * (slots + (spec.fusedCombine ? 1 : 0));
 }
 
 int64_t gpu_lowering::pagedBoxRows(const KernelConfig &cfg,

@@ -90,6 +90,10 @@ struct KernelSpec {
   // keys and their log-sum-exp into f32 partials that the split-KV combine
   // merges (WgmmaLaunch.cpp's wgmmaDecodeForm says when).
   bool splitKV = false;
+  // With splitKV: the last CTA of each row block to finish merges the
+  // splits' partials into the output (arrival counters, one per row block),
+  // instead of the combine kernel.
+  bool fusedCombine = false;
   // Query rows per batch·head of the kernel's view (the GQA rows of a K/V
   // head when they are packed), when the decode form knows them; 0 else.
   int64_t decodeRows = 0;
@@ -130,6 +134,9 @@ struct SmemLayout {
   }
   int64_t qEmptyOff(int64_t stages) const { return barOff + 8 + 16 * stages; }
   int64_t workSlotOff(int64_t stages) const { return qEmptyOff(stages) + 8; }
+  // With spec.fusedCombine: whether this CTA arrived last (i32), after the
+  // barriers and the work slot.
+  int64_t lastArrivalOff;
 };
 
 /// Checks the options that do not depend on an op (kernel name, chip, the
@@ -179,6 +186,10 @@ Value multiprocessorCount(ImplicitLocOpBuilder &b, Operation *anchor);
 /// A zeroed work counter for a persistent kernel launched next on `stream`
 /// (an !llvm.ptr), from the runtime (flashRuntimeWorkCounter).
 Value workCounter(ImplicitLocOpBuilder &b, Operation *anchor, Value stream);
+/// At least `n` i32 arrival counters for the next launch on `stream`, all
+/// zero (an !llvm.ptr), from the runtime (flashRuntimeSplitCounters).
+Value splitCounters(ImplicitLocOpBuilder &b, Operation *anchor, Value stream,
+                    Value n);
 /// The op's results (output, then lse) become tensor views of the buffers
 /// it wrote.
 void replaceWithDestinations(RewriterBase &rewriter, Operation *op,
@@ -262,7 +273,9 @@ LogicalResult lowerPagedToWgmmaLaunch(RewriterBase &rewriter,
 /// and the offsets (memref<?xi32>) follow.
 /// With spec.splitKV: then the partial outputs and lse (!llvm.ptr, f32
 /// [splits, rows, Dv] and [splits, rows]), the split count and the key tiles
-/// per split (index).
+/// per split (index); with spec.fusedCombine, then the arrival counters
+/// (!llvm.ptr, i32 per (batch·head, query block), zero at launch and left
+/// zero).
 gpu::GPUFuncOp buildWgmmaKernel(OpBuilder &b, Location loc,
                                 gpu::GPUModuleOp module,
                                 const KernelConfig &cfg,
@@ -547,6 +560,8 @@ void combineAndFreePartials(ImplicitLocOpBuilder &b, gpu::GPUFuncOp combine,
                             const SplitPartials &p, Value out, Value lse,
                             Value sinks, Value splits, Value multi, Value rows,
                             Value stream);
+/// Frees the partials in stream order, after the launches before it.
+void freeSplitPartials(ImplicitLocOpBuilder &b, const SplitPartials &p);
 
 /// Replaces `op` (a flash.attention or flash.paged_attention) by the split
 /// count's computation, the partials' buffers and the two launches.

@@ -184,6 +184,11 @@ void gpu_lowering::combineAndFreePartials(ImplicitLocOpBuilder &b,
     launchOnStream(b, combine, blocks, one, 32 * kSplitKVCombineWarps,
                    /*dynamicSmemBytes=*/0, cargs, stream);
   }
+  freeSplitPartials(b, p);
+}
+
+void gpu_lowering::freeSplitPartials(ImplicitLocOpBuilder &b,
+                                     const SplitPartials &p) {
   for (Value m : {p.out, p.lse})
     gpu::DeallocOp::create(b, gpu::AsyncTokenType::get(b.getContext()),
                            ValueRange{p.token}, m);

@@ -48,6 +48,8 @@ struct KernelEnv {
   Value tBegin, tEnd;
   // The decode form: the partials, the split count and this CTA's split.
   Value oPartPtr, lsePartPtr, splits, split;
+  // With spec.fusedCombine: the arrival counters (global i32 per row block).
+  Value splitCounters;
   // Query rows per head as a mask sees them: lq, or lq / G with G query
   // heads packed per K/V head.
   Value qLen;
@@ -266,6 +268,7 @@ private:
   void storeEpilogue(const TileLoopState &fin);
   void storeRows(const TileLoopState &fin, const RowResult row[2],
                  bool partial);
+  void mergeIfLast();
 
   ImplicitLocOpBuilder &b;
   KernelEnv &env;
@@ -765,6 +768,8 @@ void WgmmaConsumer::storeEpilogue(const TileLoopState &fin) {
   OpBuilder::InsertionGuard g(b);
   b.setInsertionPointToStart(ifMulti.thenBlock());
   storeRows(fin, partRow, /*partial=*/true);
+  if (spec.fusedCombine)
+    mergeIfLast();
   b.setInsertionPointToStart(ifMulti.elseBlock());
   storeRows(fin, row, /*partial=*/false);
 }
@@ -844,6 +849,146 @@ void WgmmaConsumer::storeRows(const TileLoopState &fin, const RowResult row[2],
                                       ValueRange{toI64(b, lseRow)});
       LLVM::StoreOp::create(b, row[h].lse, ptr, /*alignment=*/4);
     }
+  }
+}
+
+/// The fused combine, after this CTA's partial rows are stored: the CTA
+/// counts its arrival on its row block's counter, and the last of the
+/// block's splits to arrive merges every split's partial rows into the
+/// output (mergeSplitRow, a warp per row) and resets the counter for the
+/// next launch. Each thread's partial stores are made visible device-wide
+/// (membar.gl) before the arrival; the last CTA reads the others' partials
+/// with volatile loads, past its L1.
+void WgmmaConsumer::mergeIfLast() {
+  MLIRContext *ctx = b.getContext();
+  auto ptrTy = LLVM::LLVMPointerType::get(ctx);
+  Type i32 = b.getI32Type();
+  const int64_t W = cfg.consumerWarpgroups;
+  auto consumersSync = [&] {
+    // Barriers 1..2W are ping-pong's and the warpgroups' own.
+    NVVM::BarrierOp::create(b, Type(), constI32(b, 1 + 2 * W),
+                            constI32(b, 128 * W),
+                            NVVM::BarrierReductionAttr(), Value());
+  };
+  NVVM::MembarOp::create(b, NVVM::MemScopeKind::GPU);
+  consumersSync();
+  Value ctid = arith::SubIOp::create(b, env.tid, constIdx(b, 128));
+  Value flag = smemOffset(b, env.tiles, L.lastArrivalOff);
+  Value nq = arith::CeilDivSIOp::create(b, env.lq, constIdx(b, BM));
+  Value item = idxAdd(b, arith::MulIOp::create(b, env.bh, nq),
+                      arith::DivUIOp::create(b, env.q0, constIdx(b, BM)));
+  {
+    auto ifFirst = scf::IfOp::create(
+        b,
+        arith::CmpIOp::create(b, arith::CmpIPredicate::eq, ctid,
+                              constIdx(b, 0)),
+        /*withElse=*/false);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(ifFirst.thenBlock());
+    Value counter = LLVM::GEPOp::create(b, ptrTy, i32, env.splitCounters,
+                                        ValueRange{toI64(b, item)});
+    Value before = LLVM::AtomicRMWOp::create(
+        b, LLVM::AtomicBinOp::add, counter, constI32(b, 1),
+        LLVM::AtomicOrdering::acq_rel);
+    Value last = arith::CmpIOp::create(
+        b, arith::CmpIPredicate::eq, before,
+        toI32(b, arith::SubIOp::create(b, env.splits, constIdx(b, 1))));
+    auto ifLast = scf::IfOp::create(b, last, /*withElse=*/false);
+    {
+      OpBuilder::InsertionGuard g2(b);
+      b.setInsertionPointToStart(ifLast.thenBlock());
+      LLVM::StoreOp::create(b, constI32(b, 0), counter, /*alignment=*/4);
+    }
+    LLVM::StoreOp::create(b, arith::ExtUIOp::create(b, i32, last), flag,
+                          /*alignment=*/4);
+  }
+  consumersSync();
+  Value isLast = arith::CmpIOp::create(
+      b, arith::CmpIPredicate::ne, LLVM::LoadOp::create(b, i32, flag, 4),
+      constI32(b, 0));
+  auto ifLast = scf::IfOp::create(b, isLast, /*withElse=*/false);
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointToStart(ifLast.thenBlock());
+  NVVM::MembarOp::create(b, NVVM::MemScopeKind::GPU);
+
+  Type f32 = b.getF32Type();
+  const int64_t dv = spec.valueDim, perLane = llvm::divideCeil(dv, 32);
+  Value warp = arith::DivUIOp::create(b, ctid, constIdx(b, 32));
+  Value rowsTotal = arith::MulIOp::create(b, product(b, env.batchSizes), env.lq);
+  Value rowsHere = arith::MinSIOp::create(
+      b, constIdx(b, BM), arith::SubIOp::create(b, env.lq, env.q0));
+  auto loop = scf::ForOp::create(b, warp, rowsHere, constIdx(b, 4 * W));
+  b.setInsertionPointToStart(loop.getBody());
+  Value row = idxAdd(b, env.q0, loop.getInductionVar());
+  Value flatRow = idxAdd(b, arith::MulIOp::create(b, env.bh, env.lq), row);
+  // Split s's copy of the row: the rows of the splits before it first.
+  auto partRow = [&](ImplicitLocOpBuilder &ib, Value s) {
+    return idxAdd(ib, arith::MulIOp::create(ib, s, rowsTotal), flatRow);
+  };
+  auto loadLse = [&](ImplicitLocOpBuilder &ib, Value s) -> Value {
+    Value p = LLVM::GEPOp::create(ib, ptrTy, f32, env.lsePartPtr,
+                                  ValueRange{toI64(ib, partRow(ib, s))});
+    return LLVM::LoadOp::create(ib, f32, p, /*alignment=*/4,
+                                /*isVolatile=*/true);
+  };
+  auto loadOut = [&](ImplicitLocOpBuilder &ib, Value s, Value col) -> Value {
+    Value off = idxAdd(ib, idxMul(ib, partRow(ib, s), dv), col);
+    Value p = LLVM::GEPOp::create(ib, ptrTy, f32, env.oPartPtr,
+                                  ValueRange{toI64(ib, off)});
+    return LLVM::LoadOp::create(ib, f32, p, /*alignment=*/4,
+                                /*isVolatile=*/true);
+  };
+  auto sameWarp = [](Value v, bool) { return v; };
+  SplitRowSource src;
+  src.splits = env.splits;
+  src.sub = constIdx(b, 0);
+  src.wpr = constIdx(b, 1);
+  src.lane = lane;
+  src.dv = dv;
+  src.loadLse = loadLse;
+  src.loadOut = loadOut;
+  src.rowReduce = sameWarp;
+  SplitRowMerge merged = mergeSplitRow(b, src);
+  // The partials saw keys only; the sink is counted here, once per row
+  // (query head bh·G + row / Lq with G heads packed).
+  Value sink;
+  if (env.sinks) {
+    Value flatHead = env.bh;
+    if (spec.packedGroup > 1)
+      flatHead = idxAdd(b, idxMul(b, env.bh, spec.packedGroup),
+                        arith::DivUIOp::create(b, row, env.qLen));
+    sink = sinkLog2(b, env.sinks, flatHead);
+  }
+  RowResult res =
+      finishRow(b, merged.top.m, merged.total, spec.hasLse, sink);
+  int64_t eltBytes = elem.getIntOrFloatBitWidth() / 8;
+  for (int64_t i = 0; i < perLane; ++i) {
+    OpBuilder::InsertionGuard gc(b);
+    Value col = idxAdd(b, lane, constIdx(b, 32 * i));
+    if (dv % 32 && i == perLane - 1) {
+      auto in = scf::IfOp::create(
+          b, arith::CmpIOp::create(b, arith::CmpIPredicate::slt, col,
+                                   constIdx(b, dv)),
+          /*withElse=*/false);
+      b.setInsertionPointToStart(in.thenBlock());
+    }
+    Value x = arith::TruncFOp::create(
+        b, elem, arith::MulFOp::create(b, merged.acc[i], res.inv));
+    Value p = LLVM::GEPOp::create(
+        b, ptrTy, elem, env.outPtr,
+        ValueRange{toI64(b, idxAdd(b, idxMul(b, flatRow, dv), col))});
+    LLVM::StoreOp::create(b, x, p, eltBytes);
+  }
+  if (spec.hasLse) {
+    auto lane0 = scf::IfOp::create(
+        b,
+        arith::CmpIOp::create(b, arith::CmpIPredicate::eq, lane,
+                              constIdx(b, 0)),
+        /*withElse=*/false);
+    b.setInsertionPointToStart(lane0.thenBlock());
+    Value p = LLVM::GEPOp::create(b, ptrTy, f32, env.lsePtr,
+                                  ValueRange{toI64(b, flatRow)});
+    LLVM::StoreOp::create(b, res.lse, p, /*alignment=*/4);
   }
 }
 
@@ -960,6 +1105,8 @@ gpu::GPUFuncOp gpu_lowering::buildWgmmaKernel(OpBuilder &ob, Location loc,
     argTypes.append(2, MemRefType::get({ShapedType::kDynamic}, b.getI32Type()));
   if (spec.splitKV)
     argTypes.append({ptrTy, ptrTy, idx, idx});
+  if (spec.fusedCombine)
+    argTypes.push_back(ptrTy);
   if (cfg.persistent)
     argTypes.push_back(ptrTy);
   auto fn = gpu::GPUFuncOp::create(b, "kernel",
@@ -1011,6 +1158,8 @@ gpu::GPUFuncOp gpu_lowering::buildWgmmaKernel(OpBuilder &ob, Location loc,
     env.splits = entry.getArgument(a++);
     tilesPerSplit = entry.getArgument(a++);
   }
+  if (spec.fusedCombine)
+    env.splitCounters = entry.getArgument(a++);
   if (cfg.persistent)
     env.workCounter = entry.getArgument(a++);
 

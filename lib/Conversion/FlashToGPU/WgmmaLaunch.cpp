@@ -238,10 +238,18 @@ static gpu::GPUFuncOp buildDecodeCombine(OpBuilder &ob, Location loc,
                            lse2 ? lse2.getType() : Type(), sinksType));
 }
 
+/// Whether the decode form merges its splits in its last CTA (fused-combine;
+/// automatic: not yet, until measured beside the combine kernel).
+static bool fusedCombine(const GPUKernelOptions &options) {
+  return options.fusedCombine == 1;
+}
+
 /// Launches the decode form: `gx` query blocks of `kBh` heads of `kLq` rows,
 /// times the splits of `keyTiles` key tiles (chosen as the split-KV
 /// strategy chooses them, with the CTAs this kernel keeps resident per SM),
-/// then the combine of the f32 partials into `o3` and `lse2`.
+/// then the combine of the f32 partials into `o3` and `lse2` (`combine`), or
+/// with spec.fusedCombine (no `combine`) the kernel's last CTA per row block
+/// merges them, counting arrivals in the runtime's counters.
 static void launchDecodeForm(ImplicitLocOpBuilder &b, Operation *op,
                              gpu::GPUFuncOp kernel, gpu::GPUFuncOp combine,
                              const KernelConfig &cfg, const KernelSpec &spec,
@@ -263,10 +271,16 @@ static void launchDecodeForm(ImplicitLocOpBuilder &b, Operation *op,
                                            rowsTotal, spec.valueDim);
   args.append({dataPointer(b, parts.out), dataPointer(b, parts.lse),
                plan.splits, plan.tilesPerSplit});
+  if (spec.fusedCombine)
+    args.push_back(
+        splitCounters(b, op, stream, arith::MulIOp::create(b, gx, kBh)));
   launchOnStream(b, kernel, arith::MulIOp::create(b, gx, plan.splits), kBh,
                  cfg.threads(), layout.total, args, stream);
-  combineAndFreePartials(b, combine, parts, o3, lse2, sinks, plan.splits,
-                         plan.multi, rowsTotal, stream);
+  if (spec.fusedCombine)
+    freeSplitPartials(b, parts);
+  else
+    combineAndFreePartials(b, combine, parts, o3, lse2, sinks, plan.splits,
+                           plan.multi, rowsTotal, stream);
 }
 
 static LogicalResult lowerToWgmmaLaunch(RewriterBase &rewriter, AttentionOp op,
@@ -300,6 +314,7 @@ static LogicalResult lowerToWgmmaLaunch(RewriterBase &rewriter, AttentionOp op,
         cast<MemRefType>(bufs.sinks.getType()).getElementType());
   std::optional<WgmmaDecodeForm> decode = wgmmaDecodeForm(op, options);
   spec.splitKV = decode.has_value();
+  spec.fusedCombine = spec.splitKV && fusedCombine(options);
   spec.decodeRows = decode ? decode->rows : 0;
   int64_t group = decode ? decode->group : 1;
   spec.packedGroup = group;
@@ -317,9 +332,10 @@ static LogicalResult lowerToWgmmaLaunch(RewriterBase &rewriter, AttentionOp op,
   gpu::GPUModuleOp gmod = newKernelModule(rewriter, op);
   gpu::GPUFuncOp kernel = buildWgmmaKernel(rewriter, loc, gmod, cfg, spec);
   gpu::GPUFuncOp combine =
-      spec.splitKV ? buildDecodeCombine(rewriter, loc, gmod, elem, dv, o3, lse2,
-                                        spec.sinksType)
-                   : gpu::GPUFuncOp();
+      spec.splitKV && !spec.fusedCombine
+          ? buildDecodeCombine(rewriter, loc, gmod, elem, dv, o3, lse2,
+                               spec.sinksType)
+          : gpu::GPUFuncOp();
 
   // Host side.
   rewriter.setInsertionPoint(op);
@@ -575,6 +591,7 @@ LogicalResult gpu_lowering::lowerPagedToWgmmaLaunch(
   spec.hasLse = op.hasLse();
   spec.scale = op.getScale().convertToDouble();
   spec.splitKV = true;
+  spec.fusedCombine = fusedCombine(options);
   spec.packedGroup = group;
   spec.decodeRows = group * lqStatic;
   spec.pageSize = op.getPageSize();
@@ -590,7 +607,9 @@ LogicalResult gpu_lowering::lowerPagedToWgmmaLaunch(
   gpu::GPUModuleOp gmod = newKernelModule(rewriter, op);
   gpu::GPUFuncOp kernel = buildWgmmaKernel(rewriter, loc, gmod, cfg, spec);
   gpu::GPUFuncOp combine =
-      buildDecodeCombine(rewriter, loc, gmod, elem, dv, o3, lse2);
+      spec.fusedCombine
+          ? gpu::GPUFuncOp()
+          : buildDecodeCombine(rewriter, loc, gmod, elem, dv, o3, lse2);
 
   rewriter.setInsertionPoint(op);
   Value zero = constIdx(b, 0);

@@ -48,3 +48,12 @@
 // CHECK-NEXT: runtime counters: module_load=3 stream_create=1 launch=20 tensormap_upload=4 tensormap_hit=6 tensormap_param=6
 // A 128-byte parameter the host code filled with anything but a map is refused.
 // CHECK-NEXT: by value, no map: launches=20 {{.*}} status=4 parameter 0 of kernel '{{.+}}' is a 128-byte tensor map, but the host code passed no map encoded on this thread
+// Arrival counters: 1024 at least, zeroed on the asking stream when allocated, reused
+// as they are while they suffice, grown to twice (or to n) past that; one set per stream.
+// CHECK-NEXT: split counters 0xabc0 n=100: p0 allocs+1 zeroed 1024 on 0xabc0 value 0 zeroed-here=True
+// CHECK-NEXT: split counters 0xabc0 n=1024: p0 allocs+0 as is
+// CHECK-NEXT: split counters 0xabc0 n=5000: p1 allocs+1 zeroed 5000 on 0xabc0 value 0 zeroed-here=True
+// CHECK-NEXT: split counters 0xabc0 n=6000: p2 allocs+1 zeroed 10000 on 0xabc0 value 0 zeroed-here=True
+// CHECK-NEXT: split counters 0xabc0 n=12000: p3 allocs+1 zeroed 20000 on 0xabc0 value 0 zeroed-here=True
+// CHECK-NEXT: split counters 0xdef0 n=10: p4 allocs+1 zeroed 1024 on 0xdef0 value 0 zeroed-here=True
+// CHECK-NEXT: split counters 0xabc0 n=7: p3 allocs+0 as is

@@ -12,6 +12,12 @@ struct FakeStats {
   uintptr_t last_launch_stream, last_htod_async_stream;
   /* The first 8 bytes of each of the last launch's first 4 parameters (with sizes set). */
   uint64_t last_launch_param_words[4];
+  /* Async 32-bit memsets: how many, and the last one's pointer, count, value and stream. */
+  int64_t memsets;
+  uintptr_t last_memset_ptr;
+  uint64_t last_memset_n;
+  uint32_t last_memset_value;
+  uintptr_t last_memset_stream;
 };
 static struct FakeStats stats;
 /* Every kernel's parameter sizes, as cuFuncGetParamInfo reports them: 8 bytes each
@@ -122,7 +128,9 @@ CUresult CUDAAPI cuMemcpyHtoDAsync(CUdeviceptr d, const void *s, size_t n, CUstr
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuMemsetD32Async(CUdeviceptr d, unsigned v, size_t n, CUstream s) {
-  (void)d; (void)v; (void)n; (void)s; return CUDA_SUCCESS;
+  stats.memsets++; stats.last_memset_ptr = (uintptr_t)d; stats.last_memset_n = n;
+  stats.last_memset_value = v; stats.last_memset_stream = (uintptr_t)s;
+  return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuMemsetD16Async(CUdeviceptr d, unsigned short v, size_t n, CUstream s) {
   (void)d; (void)v; (void)n; (void)s; return CUDA_SUCCESS;

@@ -14,7 +14,9 @@ class Stats(C.Structure):
         "launches", "stream_creates", "stream_syncs", "module_loads", "func_set_attr",
         "mem_allocs", "htod_sync", "htod_async", "tensormap_encodes")] + [
         ("last_launch_stream", C.c_void_p), ("last_htod_async_stream", C.c_void_p),
-        ("last_launch_param_words", C.c_uint64 * 4)]
+        ("last_launch_param_words", C.c_uint64 * 4), ("memsets", C.c_int64),
+        ("last_memset_ptr", C.c_void_p), ("last_memset_n", C.c_uint64),
+        ("last_memset_value", C.c_uint32), ("last_memset_stream", C.c_void_p)]
 
 
 fake.fakeStats.restype = C.POINTER(Stats)
@@ -128,3 +130,28 @@ fake.fakeSetParamSizes((C.c_size_t * len(sizes))(*sizes), len(sizes))
 rk.flashRuntimeSetStream(C.c_void_p(0xABC0))
 rk._mlir_ciface_axpy(C.byref(x), C.byref(y), C.c_float(2.0))
 show("by value, no map", rk)
+
+# The split decode's arrival counters: per stream, zeroed on that stream when new or
+# grown (geometrically), then handed out as they are: the kernels leave them at zero.
+rk.flashRuntimeSplitCounters.restype = C.c_void_p
+rk.flashRuntimeSplitCounters.argtypes = [C.c_void_p, C.c_int64]
+seen = {}
+
+
+def split_counters(stream, n):
+    allocs, memsets = st.mem_allocs, st.memsets
+    p = rk.flashRuntimeSplitCounters(C.c_void_p(stream), n)
+    name = seen.setdefault(p, f"p{len(seen)}")
+    zeroed = (f"zeroed {st.last_memset_n} on {hex(st.last_memset_stream)} value "
+              f"{st.last_memset_value}" if st.memsets > memsets else "as is")
+    print(f"split counters {hex(stream)} n={n}: {name} allocs+{st.mem_allocs - allocs} "
+          f"{zeroed} zeroed-here={st.last_memset_ptr == p}")
+
+
+split_counters(0xABC0, 100)
+split_counters(0xABC0, 1024)
+split_counters(0xABC0, 5000)
+split_counters(0xABC0, 6000)
+split_counters(0xABC0, 12000)
+split_counters(0xDEF0, 10)
+split_counters(0xABC0, 7)
