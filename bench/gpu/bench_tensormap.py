@@ -52,8 +52,10 @@ def main():
         keep += fresh
         new = host_us(lib, fresh, k, s, busy)
         seen = host_us(lib, fresh, k, s, busy)
-        ref = fresh[-1].float() @ k.float()
-        assert torch.equal(s, ref), name
+        # wgmma sums the 64 products in another order than cuBLAS: equal to rounding.
+        ref = fresh[-1].double() @ k.double()
+        err = (s.double() - ref).abs().max().item()
+        assert err <= 1e-5 * ref.abs().max().item(), (name, err)
         print(f"| {how} ({name}) | {new:.1f} | {seen:.1f} |", flush=True)
 
 

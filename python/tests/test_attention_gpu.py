@@ -693,14 +693,16 @@ def test_tensormaps_by_value_match_device_copies(name):
     """The same kernel taking its TMA maps by value: bit-identical results, and calls
     on inputs never seen before upload nothing (each map rides in its launch)."""
     import ctypes
-    import flash_mlir.cache as cache
     torch = _cuda()
     qs, ks, vs, dtype, kw = TENSORMAP_PARAM_CASES[name]
-    rt = ctypes.CDLL(os.path.join(cache.cache_dir(), "libflash_cuda_runtime.so"))
-    rt.flashRuntimeGetCounter.restype = ctypes.c_int64
-    count = lambda n: rt.flashRuntimeGetCounter(n.encode())  # noqa: E731
     q, k, v = _inputs(torch, qs, ks, vs, dtype)
     ref = flash_mlir.attention(q, k, v, tensormap_params=False, **kw)
+    # By soname: kernel libraries bind the first libflash_cuda_runtime.so this
+    # process loaded (another test's artifacts may have come first), which need
+    # not be the cache's copy.
+    rt = ctypes.CDLL("libflash_cuda_runtime.so")
+    rt.flashRuntimeGetCounter.restype = ctypes.c_int64
+    count = lambda n: rt.flashRuntimeGetCounter(n.encode())  # noqa: E731
     got = flash_mlir.attention(q, k, v, tensormap_params=True, **kw)
     torch.cuda.synchronize()
     for a, b in zip(ref, got):
