@@ -53,7 +53,6 @@ void flash::buildFlashGPUPipeline(OpPassManager &pm,
 #define FLASH_NVVM_TARGET_OPTION(TYPE, FIELD, FLAG, DEFAULT, DESC)              \
   nvvm.FIELD = options.FIELD;
 #include "flash/Pipelines/NVVMTargetOptions.def"
-  nvvm.tensormapParams = options.tensormapParams;
   buildFlashLowerToNVVMPipeline(pm, nvvm);
 }
 

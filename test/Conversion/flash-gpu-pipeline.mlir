@@ -1,9 +1,9 @@
 // PTX needs only LLVM's NVPTX backend; a cubin needs ptxas.
 // RUN: flash-opt %s --flash-gpu-pipeline="format=isa" | FileCheck %s --check-prefix=PTX
-// RUN: flash-opt %s --flash-gpu-pipeline="format=isa" | sed 's/\\0A/\n/g' | FileCheck %s --check-prefix=PTR
-// RUN: flash-opt %s --flash-gpu-pipeline="format=isa tensormap-params=true" | sed 's/\\0A/\n/g' | FileCheck %s --check-prefix=BYVAL
+// RUN: flash-opt %s --flash-gpu-pipeline="format=isa tensormap-params=false" | sed 's/\\0A/\n/g' | FileCheck %s --check-prefix=PTR
+// RUN: flash-opt %s --flash-gpu-pipeline="format=isa" | sed 's/\\0A/\n/g' | FileCheck %s --check-prefix=BYVAL
 // RUN: %if ptxas %{ env CUDA_HOME=%cuda_home flash-opt %s --flash-gpu-pipeline="format=bin" | FileCheck %s --check-prefix=BIN %}
-// RUN: %if ptxas %{ env CUDA_HOME=%cuda_home flash-opt %s --flash-gpu-pipeline="format=bin tensormap-params=true" | FileCheck %s --check-prefix=BIN %}
+// RUN: %if ptxas %{ env CUDA_HOME=%cuda_home flash-opt %s --flash-gpu-pipeline="format=bin tensormap-params=false" | FileCheck %s --check-prefix=BIN %}
 
 // PTX-LABEL: llvm.func @attn(
 // PTX-COUNT-3: llvm.call @mgpuTensorMapEncodeTiledMemref
@@ -20,8 +20,8 @@
 // PTX-DAG: ex2.approx.ftz.f32
 // PTX-DAG: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
 
-// With tensormap-params the maps of Q, K and V are grid-constant parameters,
-// read in place; by default, pointers to device copies.
+// By default the maps of Q, K and V are grid-constant parameters, read in
+// place; with tensormap-params=false, pointers to device copies.
 // BYVAL: .param .align 64 .b8 kernel_param_0[128]
 // BYVAL-NEXT: .param .align 64 .b8 kernel_param_1[128]
 // BYVAL-NEXT: .param .align 64 .b8 kernel_param_2[128]

@@ -57,13 +57,6 @@ struct FlashGPUPipelineOptions
   Option<TYPE> FIELD{*this, FLAG, llvm::cl::desc(DESC),                        \
                      llvm::cl::init(TYPE(DEFAULT))};
 #include "flash/Pipelines/NVVMTargetOptions.def"
-  Option<bool> tensormapParams{
-      *this, "tensormap-params",
-      llvm::cl::desc("Kernels take each TMA tensor map by value, a 128-byte "
-                     "grid-constant parameter carried by the launch "
-                     "(flash-tensormap-kernel-params), instead of through a "
-                     "device copy the runtime uploads once per distinct map"),
-      llvm::cl::init(false)};
   /// The kernel options of convert-flash-to-gpu, declared once.
   GPUKernelOptionDecls<detail::PassOptions, PipelineOption> kernel{*this};
 };
@@ -78,11 +71,6 @@ struct FlashNVVMPipelineOptions
   Option<TYPE> FIELD{*this, FLAG, llvm::cl::desc(DESC),                        \
                      llvm::cl::init(TYPE(DEFAULT))};
 #include "flash/Pipelines/NVVMTargetOptions.def"
-  Option<bool> tensormapParams{
-      *this, "tensormap-params",
-      llvm::cl::desc("Run flash-tensormap-kernel-params: TMA tensor maps "
-                     "become grid-constant kernel parameters"),
-      llvm::cl::init(true)};
 };
 
 /// Upstream's gpu-lower-to-nvvm-pipeline (MLIR 22: kernels to NVVM, host
