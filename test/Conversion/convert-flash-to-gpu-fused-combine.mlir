@@ -7,11 +7,16 @@
 // RUN: flash-opt %s -split-input-file -convert-flash-to-gpu=fused-combine=1 | FileCheck %s
 // RUN: env -u CUDA_HOME flash-opt %s -split-input-file --flash-gpu-pipeline="format=isa fused-combine=1" | FileCheck %s --check-prefix=PTX
 // RUN: %if ptxas %{ env CUDA_HOME=%cuda_home flash-opt %s -split-input-file --flash-gpu-pipeline="format=bin fused-combine=1" | FileCheck %s --check-prefix=BIN %}
+// Automatic (the default): fused up to 64 rows (G·Lq), the combine kernel past.
+// RUN: flash-opt %s -split-input-file -convert-flash-to-gpu | FileCheck %s --check-prefix=AUTO
 // RUN: not flash-opt %s -split-input-file -convert-flash-to-gpu=fused-combine=2 2>&1 | FileCheck %s --check-prefix=BAD
 // BAD: fused-combine must be -1 (automatic), 0 or 1, got 2
 
 // GQA 32/8, Lq = 1, with the LSE. The counters are one per (K/V batch·head,
 // query block): grid.x · grid.y's items before the split factor.
+// AUTO-LABEL: func.func @decode_gqa
+// AUTO: func.call @flashRuntimeSplitCounters
+// AUTO-NOT: gpu.func @combine
 // CHECK-LABEL: func.func @decode_gqa
 // CHECK: %[[PARTS:.*]], %{{.*}} = gpu.alloc async [%[[TOK:.*]]] (%{{.*}}, %{{.*}}) : memref<?x?x128xf32>
 // CHECK: %[[LPARTS:.*]], %{{.*}} = gpu.alloc async [%[[TOK]]] (%{{.*}}, %{{.*}}) : memref<?x?xf32>
@@ -62,6 +67,12 @@ func.func @decode_gqa(%q: memref<2x32x1x128xbf16>, %k: memref<2x8x1000x128xbf16>
 // Sinks, f16, two consumer warpgroups (8 query heads × Lq = 16 = 128 packed
 // rows): the barrier counts both; the sink of each row's query head is read
 // in the merge, not by the partials.
+// 8 query heads per K/V head times Lq = 16: 128 rows, merged by the combine
+// kernel unless fused-combine=1.
+// AUTO-LABEL: func.func @decode_sinks
+// AUTO-NOT: @flashRuntimeSplitCounters
+// AUTO: gpu.launch_func async [%{{.*}}] @flash_attention_0::@combine
+// AUTO: gpu.func @combine(
 // CHECK-LABEL: func.func @decode_sinks
 // CHECK: func.call @flashRuntimeSplitCounters
 // CHECK-NOT: @combine
@@ -93,6 +104,9 @@ func.func @decode_sinks(%q: memref<3x8x16x128xf16>, %k: memref<3x1x1000x128xf16>
 // -----
 
 // A paged cache takes the same merge.
+// AUTO-LABEL: func.func @decode_paged
+// AUTO: func.call @flashRuntimeSplitCounters
+// AUTO-NOT: gpu.func @combine
 // CHECK-LABEL: func.func @decode_paged
 // CHECK: func.call @flashRuntimeSplitCounters
 // CHECK: gpu.launch_func async [%{{.*}}] @flash_attention_0::@kernel

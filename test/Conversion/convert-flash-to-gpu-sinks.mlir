@@ -7,8 +7,8 @@
 // RUN: flash-opt %s -split-input-file -convert-flash-to-gpu=kernel=mma | FileCheck %s --check-prefix=MMA
 // RUN: flash-opt %s -split-input-file -convert-flash-to-gpu=kernel=wgmma | FileCheck %s --check-prefix=WGMMA
 // RUN: flash-opt %s -split-input-file -convert-flash-to-gpu="kernel=splitkv split-kv=3" | FileCheck %s --check-prefix=SPLIT
-// RUN: flash-opt %s -split-input-file -convert-flash-to-gpu="kernel=wgmma split-kv=3" | FileCheck %s --check-prefix=WDEC
-// RUN: env -u CUDA_HOME flash-opt %s -split-input-file --flash-gpu-pipeline="format=isa" | FileCheck %s --check-prefix=PTX
+// RUN: flash-opt %s -split-input-file -convert-flash-to-gpu="kernel=wgmma split-kv=3 fused-combine=0" | FileCheck %s --check-prefix=WDEC
+// RUN: env -u CUDA_HOME flash-opt %s -split-input-file --flash-gpu-pipeline="format=isa fused-combine=0" | FileCheck %s --check-prefix=PTX
 // RUN: env -u CUDA_HOME flash-opt %s -split-input-file --flash-gpu-pipeline="format=isa kernel=splitkv" | FileCheck %s --check-prefix=PTX
 
 // PORT-LABEL: func.func @prefill

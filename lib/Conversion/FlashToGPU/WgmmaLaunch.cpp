@@ -238,10 +238,17 @@ static gpu::GPUFuncOp buildDecodeCombine(OpBuilder &ob, Location loc,
                            lse2 ? lse2.getType() : Type(), sinksType));
 }
 
-/// Whether the decode form merges its splits in its last CTA (fused-combine;
-/// automatic: not yet, until measured beside the combine kernel).
-static bool fusedCombine(const GPUKernelOptions &options) {
-  return options.fusedCombine == 1;
+/// Whether the decode form merges its splits in its last CTA (fused-combine).
+/// Automatic: when the form has at most 64 rows (G·Lq). The last CTA merges
+/// its rows a warp per row once every split has arrived, a tail that the
+/// combine kernel spreads over many CTAs instead: at 128 rows (MQA, Lq = 16)
+/// the tail costs more than the second launch saves, at 64 rows and fewer the
+/// single launch saves 1-10 us (bench/NOTES run 48).
+static bool fusedCombine(const GPUKernelOptions &options, int64_t rows) {
+  constexpr int64_t kMaxFusedRows = 64;
+  if (options.fusedCombine >= 0)
+    return options.fusedCombine == 1;
+  return rows <= kMaxFusedRows;
 }
 
 /// Launches the decode form: `gx` query blocks of `kBh` heads of `kLq` rows,
@@ -314,8 +321,8 @@ static LogicalResult lowerToWgmmaLaunch(RewriterBase &rewriter, AttentionOp op,
         cast<MemRefType>(bufs.sinks.getType()).getElementType());
   std::optional<WgmmaDecodeForm> decode = wgmmaDecodeForm(op, options);
   spec.splitKV = decode.has_value();
-  spec.fusedCombine = spec.splitKV && fusedCombine(options);
   spec.decodeRows = decode ? decode->rows : 0;
+  spec.fusedCombine = spec.splitKV && fusedCombine(options, spec.decodeRows);
   int64_t group = decode ? decode->group : 1;
   spec.packedGroup = group;
 
@@ -591,9 +598,9 @@ LogicalResult gpu_lowering::lowerPagedToWgmmaLaunch(
   spec.hasLse = op.hasLse();
   spec.scale = op.getScale().convertToDouble();
   spec.splitKV = true;
-  spec.fusedCombine = fusedCombine(options);
   spec.packedGroup = group;
   spec.decodeRows = group * lqStatic;
+  spec.fusedCombine = fusedCombine(options, spec.decodeRows);
   spec.pageSize = op.getPageSize();
   KernelConfig cfg = resolveWgmmaConfig(options, chip, spec);
   if (failed(checkSharedMemory(op, cfg, spec, chip)))
