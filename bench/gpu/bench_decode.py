@@ -65,8 +65,10 @@ VARIANTS = {
     # The wgmma decode form with a deeper ring of smaller tiles.
     "wg-n64-s4": {"kernel": "wgmma", "block_n": 64, "stages": 4},
     "mma": {"kernel": "mma"},
-    # The decode form's splits merged by its last CTA per row block, one launch.
+    # The decode form's splits merged by its last CTA per row block (one launch),
+    # or by the combine kernel; by default the form's rows choose.
     "fc": {"fused_combine": 1},
+    "cc": {"fused_combine": 0},
 }
 VARIANT_CASES = [(16, 32, 8, 1, 32768), (64, 32, 8, 1, 32768), (1, 32, 8, 1, 131072),
                  (16, 32, 8, 16, 32768), (16, 8, 1, 1, 131072), (16, 8, 1, 16, 32768),
@@ -110,6 +112,10 @@ def prebuild(cache, names=None, all_cases=False, pages=(PAGE,)):
             qs, ks, vs, table = paged_shapes(case, page)
             print(case, "paged", page,
                   flash_mlir.prebuild(qs, ks, vs, "bf16", block_table=table))
+    if names:  # the variant rows' default beside them, where CASES lack it
+        for case in variant_cases(all_cases):
+            if case not in CASES:
+                print(case, flash_mlir.prebuild(*shapes(case), "bf16"))
     for name, kw in VARIANTS.items():
         if name not in (names or ()):
             continue
