@@ -556,6 +556,37 @@ TensorMapRing &threadRing() {
   return *ringStorage;
 }
 
+/// Runs `alloc` with this thread's stream-capture mode relaxed and restores
+/// it: the runtime's pools and counters outlive any graph, so allocating them
+/// is safe while a stream captures, and relaxed mode lets the calls through.
+template <typename F> bool outsideCapture(F &&alloc) {
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  if (DRV(cuThreadExchangeStreamCaptureMode))
+    DRV(cuThreadExchangeStreamCaptureMode)(&mode);
+  bool ok = alloc();
+  if (DRV(cuThreadExchangeStreamCaptureMode))
+    DRV(cuThreadExchangeStreamCaptureMode)(&mode);
+  return ok;
+}
+
+/// cuMemAlloc of `bytes` for the runtime's own use (see outsideCapture);
+/// 0 after setting the error, naming `what`.
+CUdeviceptr allocOutsideCapture(size_t bytes, const char *what) {
+  CUdeviceptr dev = 0;
+  if (!outsideCapture([&] { return check(DRV(cuMemAlloc)(&dev, bytes), what); }))
+    return 0;
+  bump(kMemAlloc);
+  return dev;
+}
+
+/// The key of per-stream state: a stream handle is only unique within its
+/// context (the legacy and per-thread default streams are in every one).
+std::string streamKey(CUcontext ctx, CUstream s) {
+  std::string key(reinterpret_cast<const char *>(&ctx), sizeof(ctx));
+  key.append(reinterpret_cast<const char *>(&s), sizeof(s));
+  return key;
+}
+
 // The device copies of maps passed by pointer: deduplicated by content, kept
 // for the life of the process.
 struct TensorMapCache {
@@ -599,24 +630,16 @@ void *uploadTensorMap(const CUtensorMap &tm) {
   TensorMapCache::Entry *e;
   if (it == c.map.end()) {
     if (c.used == TensorMapCache::kChunk) {
-      CUdeviceptr dev = 0;
+      CUdeviceptr dev = allocOutsideCapture(
+          TensorMapCache::kChunk * sizeof(CUtensorMap),
+          "cuMemAlloc (tensor map pool)");
       void *host = nullptr;
-      // The pool outlives any graph, so allocating it is safe even while a
-      // stream is capturing; relaxed mode lets these calls through.
-      CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
-      if (DRV(cuThreadExchangeStreamCaptureMode))
-        DRV(cuThreadExchangeStreamCaptureMode)(&mode);
-      bool ok = check(DRV(cuMemAlloc)(&dev, TensorMapCache::kChunk *
-                                                sizeof(CUtensorMap)),
-                      "cuMemAlloc (tensor map pool)") &&
-                check(DRV(cuMemAllocHost)(&host, TensorMapCache::kChunk *
-                                                     sizeof(CUtensorMap)),
-                      "cuMemAllocHost (tensor map pool)");
-      if (DRV(cuThreadExchangeStreamCaptureMode))
-        DRV(cuThreadExchangeStreamCaptureMode)(&mode);
-      if (!ok)
+      if (!dev || !outsideCapture([&] {
+            return check(DRV(cuMemAllocHost)(&host, TensorMapCache::kChunk *
+                                                        sizeof(CUtensorMap)),
+                         "cuMemAllocHost (tensor map pool)");
+          }))
         return nullptr;
-      bump(kMemAlloc);
       c.chunks.emplace_back(dev, static_cast<CUtensorMap *>(host));
       c.used = 0;
     }
@@ -937,25 +960,16 @@ FLASH_RT_EXPORT void *flashRuntimeWorkCounter(void *stream) {
   CUdeviceptr counter = 0;
   {
     std::lock_guard<std::mutex> lock(slabs->mutex);
-    std::string key(reinterpret_cast<const char *>(&ctx), sizeof(ctx));
-    key.append(reinterpret_cast<const char *>(&s), sizeof(s));
+    std::string key = streamKey(ctx, s);
     auto it = slabs->map.find(key);
     if (it != slabs->map.end()) {
       counter = it->second;
     } else {
       if (slabs->used == Slabs::kChunk) {
-        // As for the tensor-map pool: safe while the stream is capturing.
-        CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
-        if (DRV(cuThreadExchangeStreamCaptureMode))
-          DRV(cuThreadExchangeStreamCaptureMode)(&mode);
-        CUdeviceptr dev = 0;
-        bool ok = check(DRV(cuMemAlloc)(&dev, Slabs::kChunk * sizeof(int32_t)),
-                        "cuMemAlloc (work counters)");
-        if (DRV(cuThreadExchangeStreamCaptureMode))
-          DRV(cuThreadExchangeStreamCaptureMode)(&mode);
-        if (!ok)
+        CUdeviceptr dev = allocOutsideCapture(Slabs::kChunk * sizeof(int32_t),
+                                              "cuMemAlloc (work counters)");
+        if (!dev)
           return nullptr;
-        bump(kMemAlloc);
         slabs->chunk = dev;
         slabs->used = 0;
       }
@@ -988,25 +1002,16 @@ FLASH_RT_EXPORT void *flashRuntimeSplitCounters(void *stream, int64_t n) {
   if (!ctx)
     return nullptr;
   auto s = static_cast<CUstream>(stream);
-  std::string key(reinterpret_cast<const char *>(&ctx), sizeof(ctx));
-  key.append(reinterpret_cast<const char *>(&s), sizeof(s));
   std::lock_guard<std::mutex> lock(arrays->mutex);
-  SplitCounterArrays::Array &a = arrays->map[key];
+  SplitCounterArrays::Array &a = arrays->map[streamKey(ctx, s)];
   if (a.size >= n && a.ptr)
     return reinterpret_cast<void *>(a.ptr);
   // Grown geometrically, so that a growing batch allocates a few times.
   int64_t size = std::max<int64_t>({n, 2 * a.size, 1024});
-  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
-  if (DRV(cuThreadExchangeStreamCaptureMode))
-    DRV(cuThreadExchangeStreamCaptureMode)(&mode);
-  CUdeviceptr dev = 0;
-  bool ok = check(DRV(cuMemAlloc)(&dev, size * sizeof(int32_t)),
-                  "cuMemAlloc (split counters)");
-  if (DRV(cuThreadExchangeStreamCaptureMode))
-    DRV(cuThreadExchangeStreamCaptureMode)(&mode);
-  if (!ok)
+  CUdeviceptr dev =
+      allocOutsideCapture(size * sizeof(int32_t), "cuMemAlloc (split counters)");
+  if (!dev)
     return nullptr;
-  bump(kMemAlloc);
   if (!check(DRV(cuMemsetD32Async)(dev, 0, size, s),
              "cuMemsetD32Async (split counters)"))
     return nullptr;
