@@ -7,7 +7,8 @@
 // RUN: flash-opt %s -split-input-file -convert-flash-to-gpu=fused-combine=1 | FileCheck %s
 // RUN: env -u CUDA_HOME flash-opt %s -split-input-file --flash-gpu-pipeline="format=isa fused-combine=1" | FileCheck %s --check-prefix=PTX
 // RUN: %if ptxas %{ env CUDA_HOME=%cuda_home flash-opt %s -split-input-file --flash-gpu-pipeline="format=bin fused-combine=1" | FileCheck %s --check-prefix=BIN %}
-// Automatic (the default): fused up to 64 rows (G·Lq), the combine kernel past.
+// Automatic (the default): fused at G·Lq <= 4 rows (one per consumer warp) with
+// at least 8 K/V heads in all (B·Hkv), else the combine kernel.
 // RUN: flash-opt %s -split-input-file -convert-flash-to-gpu | FileCheck %s --check-prefix=AUTO
 // RUN: not flash-opt %s -split-input-file -convert-flash-to-gpu=fused-combine=2 2>&1 | FileCheck %s --check-prefix=BAD
 // BAD: fused-combine must be -1 (automatic), 0 or 1, got 2
@@ -134,5 +135,24 @@ func.func @decode_paged(%q: memref<4x32x1x128xbf16>, %kc: memref<300x48x8x128xbf
       scale(0.0883883) -> tensor<4x32x1x128xbf16>, tensor<4x32x1xf32>
   bufferization.materialize_in_destination %r#0 in restrict writable %o : (tensor<4x32x1x128xbf16>, memref<4x32x1x128xbf16>) -> ()
   bufferization.materialize_in_destination %r#1 in restrict writable %lse : (tensor<4x32x1xf32>, memref<4x32x1xf32>) -> ()
+  return
+}
+
+// -----
+
+// 4 rows, but one K/V head in all: the split count may reach 128, too many
+// for one warp per row to merge, so automatic takes the combine kernel.
+// AUTO-LABEL: func.func @decode_one_kv_head
+// AUTO-NOT: @flashRuntimeSplitCounters
+// AUTO: gpu.launch_func async [%{{.*}}] @flash_attention_0::@combine
+func.func @decode_one_kv_head(%q: memref<1x4x1x128xbf16>, %k: memref<1x1x20000x128xbf16>,
+                              %v: memref<1x1x20000x128xbf16>, %o: memref<1x4x1x128xbf16>) {
+  %qt = bufferization.to_tensor %q restrict : memref<1x4x1x128xbf16> to tensor<1x4x1x128xbf16>
+  %kt = bufferization.to_tensor %k restrict : memref<1x1x20000x128xbf16> to tensor<1x1x20000x128xbf16>
+  %vt = bufferization.to_tensor %v restrict : memref<1x1x20000x128xbf16> to tensor<1x1x20000x128xbf16>
+  %ot = bufferization.to_tensor %o restrict writable : memref<1x4x1x128xbf16> to tensor<1x4x1x128xbf16>
+  %r = flash.attention ins(%qt, %kt, %vt : tensor<1x4x1x128xbf16>, tensor<1x1x20000x128xbf16>, tensor<1x1x20000x128xbf16>)
+      outs(%ot : tensor<1x4x1x128xbf16>) scale(0.088) -> tensor<1x4x1x128xbf16>
+  bufferization.materialize_in_destination %r in restrict writable %o : (tensor<1x4x1x128xbf16>, memref<1x4x1x128xbf16>) -> ()
   return
 }

@@ -239,16 +239,21 @@ static gpu::GPUFuncOp buildDecodeCombine(OpBuilder &ob, Location loc,
 }
 
 /// Whether the decode form merges its splits in its last CTA (fused-combine).
-/// Automatic: when the form has at most 64 rows (G·Lq). The last CTA merges
-/// its rows a warp per row once every split has arrived, a tail that the
-/// combine kernel spreads over many CTAs instead: at 128 rows (MQA, Lq = 16)
-/// the tail costs more than the second launch saves, at 64 rows and fewer the
-/// single launch saves 1-10 us (bench/NOTES run 48).
-static bool fusedCombine(const GPUKernelOptions &options, int64_t rows) {
-  constexpr int64_t kMaxFusedRows = 64;
+/// That CTA merges its rows a warp per row once every split has arrived: a
+/// chain of dependent loads per row and split, where the combine kernel
+/// spreads rows and splits over many CTAs. So automatic fuses only at one row
+/// per warp of the consumer warpgroup (G·Lq <= 4) and with at least 8 K/V
+/// heads in all (B·Hkv, static), which keeps the run-time split count near or
+/// below 33 on the H200. Measured there (bench/NOTES run 48): 0.8-4.3 us
+/// saved at 4 rows and 8+ heads; 9 us lost at 8 rows and 128 splits, 20 us at
+/// 64 rows and 16 splits.
+static bool fusedCombine(const GPUKernelOptions &options, int64_t rows,
+                         int64_t kvHeads) {
+  constexpr int64_t kMaxFusedRows = 4, kMinFusedKVHeads = 8;
   if (options.fusedCombine >= 0)
     return options.fusedCombine == 1;
-  return rows <= kMaxFusedRows;
+  return rows <= kMaxFusedRows && !ShapedType::isDynamic(kvHeads) &&
+         kvHeads >= kMinFusedKVHeads;
 }
 
 /// Launches the decode form: `gx` query blocks of `kBh` heads of `kLq` rows,
@@ -322,7 +327,13 @@ static LogicalResult lowerToWgmmaLaunch(RewriterBase &rewriter, AttentionOp op,
   std::optional<WgmmaDecodeForm> decode = wgmmaDecodeForm(op, options);
   spec.splitKV = decode.has_value();
   spec.decodeRows = decode ? decode->rows : 0;
-  spec.fusedCombine = spec.splitKV && fusedCombine(options, spec.decodeRows);
+  int64_t kvHeads = 1;
+  for (int64_t dim : op.getKeyType().getShape().take_front(nb))
+    kvHeads = ShapedType::isDynamic(dim) || ShapedType::isDynamic(kvHeads)
+                  ? ShapedType::kDynamic
+                  : kvHeads * dim;
+  spec.fusedCombine =
+      spec.splitKV && fusedCombine(options, spec.decodeRows, kvHeads);
   int64_t group = decode ? decode->group : 1;
   spec.packedGroup = group;
 
@@ -600,7 +611,11 @@ LogicalResult gpu_lowering::lowerPagedToWgmmaLaunch(
   spec.splitKV = true;
   spec.packedGroup = group;
   spec.decodeRows = group * lqStatic;
-  spec.fusedCombine = fusedCombine(options, spec.decodeRows);
+  int64_t batchStatic = qType.getDimSize(0);
+  spec.fusedCombine = fusedCombine(
+      options, spec.decodeRows,
+      ShapedType::isDynamic(batchStatic) ? ShapedType::kDynamic
+                                         : batchStatic * hkvStatic);
   spec.pageSize = op.getPageSize();
   KernelConfig cfg = resolveWgmmaConfig(options, chip, spec);
   if (failed(checkSharedMemory(op, cfg, spec, chip)))
