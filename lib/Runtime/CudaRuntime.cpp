@@ -573,7 +573,8 @@ template <typename F> bool outsideCapture(F &&alloc) {
 /// 0 after setting the error, naming `what`.
 CUdeviceptr allocOutsideCapture(size_t bytes, const char *what) {
   CUdeviceptr dev = 0;
-  if (!outsideCapture([&] { return check(DRV(cuMemAlloc)(&dev, bytes), what); }))
+  if (!outsideCapture(
+          [&] { return check(DRV(cuMemAlloc)(&dev, bytes), what); }))
     return 0;
   bump(kMemAlloc);
   return dev;
@@ -1008,8 +1009,8 @@ FLASH_RT_EXPORT void *flashRuntimeSplitCounters(void *stream, int64_t n) {
     return reinterpret_cast<void *>(a.ptr);
   // Grown geometrically, so that a growing batch allocates a few times.
   int64_t size = std::max<int64_t>({n, 2 * a.size, 1024});
-  CUdeviceptr dev =
-      allocOutsideCapture(size * sizeof(int32_t), "cuMemAlloc (split counters)");
+  CUdeviceptr dev = allocOutsideCapture(size * sizeof(int32_t),
+                                        "cuMemAlloc (split counters)");
   if (!dev)
     return nullptr;
   if (!check(DRV(cuMemsetD32Async)(dev, 0, size, s),
