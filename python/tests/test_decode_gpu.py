@@ -185,16 +185,19 @@ def test_auto_takes_the_split_kernel_for_masked_decode():
     assert "wgmma" not in ptx
 
 
-@pytest.mark.parametrize("name", ["gqa4-lse", "wg-lq16-gqa4-lse"])
-def test_auto_takes_wgmma_for_packed_rows(name):
+@pytest.mark.parametrize("name,fused", [("gqa4-lse", True), ("wg-lq16-gqa4-lse", False)])
+def test_auto_takes_wgmma_for_packed_rows(name, fused):
     """Rows of several heads and no mask (Lq = 1 and 16): kernel=auto compiles the wgmma
-    kernel's decode form (wgmma, the combine, no mma.sync)."""
+    kernel's decode form (wgmma, no mma.sync). Its splits are merged by its last CTA at
+    4 rows over 32 K/V heads (arrival counted atomically, no combine kernel), by the
+    combine kernel at 64 rows."""
     _compiler()
     qs, ks, vs, dtype, kw = CASES[name]
     ir = flash_mlir.attention_ir(qs, ks, vs, "bf16", lse=True)
     ptx = flash_mlir.compile(ir, pipeline="flash-gpu-pipeline", output="ptx", format="isa")
-    assert ".entry combine(" in ptx and "wgmma.mma_async" in ptx
-    assert "mma.sync" not in ptx
+    assert "wgmma.mma_async" in ptx and "mma.sync" not in ptx
+    assert (".entry combine(" in ptx) == (not fused)
+    assert ("atom.global.add" in ptx) == fused
 
 
 @pytest.mark.parametrize("empty", [EMPTY, EMPTY_WGMMA], ids=["splitkv", "wgmma"])
