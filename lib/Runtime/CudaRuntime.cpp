@@ -27,6 +27,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <dlfcn.h>
 #include <memory>
 #include <mutex>
@@ -341,9 +342,13 @@ struct Module {
   struct Loaded {
     CUcontext ctx;
     CUmodule mod;
-    std::unordered_map<std::string, std::unique_ptr<Function>> fns;
+    // A module holds a few kernels and the host code asks for one by name
+    // at every launch: a scan that compares in place, allocating nothing.
+    std::vector<std::pair<std::string, std::unique_ptr<Function>>> fns;
   };
-  std::vector<Loaded> loaded;
+  // A deque: getFunction holds a Loaded* across a release of the mutex,
+  // which another context's load must not move.
+  std::deque<Loaded> loaded;
 };
 
 // What the binary was built for, for messages: ELF cubin, fatbin or PTX text.
@@ -418,9 +423,9 @@ Function *getFunction(Module *m, const char *name) {
   if (!l)
     return nullptr;
   std::lock_guard<std::mutex> lock(m->mutex);
-  auto it = l->fns.find(name);
-  if (it != l->fns.end())
-    return it->second.get();
+  for (auto &[known, fn] : l->fns)
+    if (known == name)
+      return fn.get();
   CUfunction f = nullptr;
   CUresult r = DRV(cuModuleGetFunction)(&f, l->mod, name);
   if (r != CUDA_SUCCESS) {
@@ -437,7 +442,7 @@ Function *getFunction(Module *m, const char *name) {
         &fn->smemOptin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
         dev);
   Function *raw = fn.get();
-  l->fns.emplace(name, std::move(fn));
+  l->fns.emplace_back(name, std::move(fn));
   return raw;
 }
 
@@ -582,11 +587,23 @@ CUdeviceptr allocOutsideCapture(size_t bytes, const char *what) {
 
 /// The key of per-stream state: a stream handle is only unique within its
 /// context (the legacy and per-thread default streams are in every one).
-std::string streamKey(CUcontext ctx, CUstream s) {
-  std::string key(reinterpret_cast<const char *>(&ctx), sizeof(ctx));
-  key.append(reinterpret_cast<const char *>(&s), sizeof(s));
-  return key;
-}
+/// Hashed in place, so a launch's lookup allocates nothing.
+struct StreamKey {
+  CUcontext ctx;
+  CUstream stream;
+  bool operator==(const StreamKey &o) const {
+    return ctx == o.ctx && stream == o.stream;
+  }
+};
+struct StreamKeyHash {
+  size_t operator()(const StreamKey &k) const {
+    size_t a = std::hash<const void *>()(k.ctx);
+    size_t b = std::hash<const void *>()(k.stream);
+    return a ^ (b + 0x9e3779b97f4a7c15ull + (a << 6) + (a >> 2));
+  }
+};
+template <typename T>
+using PerStream = std::unordered_map<StreamKey, T, StreamKeyHash>;
 
 // The device copies of maps passed by pointer: deduplicated by content, kept
 // for the life of the process.
@@ -943,7 +960,7 @@ namespace {
 struct WorkCounterSlabs {
   static constexpr size_t kChunk = 1024; // counters per slab (4 KiB)
   std::mutex mutex;
-  std::unordered_map<std::string, CUdeviceptr> map;
+  PerStream<CUdeviceptr> map;
   CUdeviceptr chunk = 0;
   size_t used = kChunk;
 };
@@ -961,7 +978,7 @@ FLASH_RT_EXPORT void *flashRuntimeWorkCounter(void *stream) {
   CUdeviceptr counter = 0;
   {
     std::lock_guard<std::mutex> lock(slabs->mutex);
-    std::string key = streamKey(ctx, s);
+    StreamKey key{ctx, s};
     auto it = slabs->map.find(key);
     if (it != slabs->map.end()) {
       counter = it->second;
@@ -975,7 +992,7 @@ FLASH_RT_EXPORT void *flashRuntimeWorkCounter(void *stream) {
         slabs->used = 0;
       }
       counter = slabs->chunk + slabs->used++ * sizeof(int32_t);
-      slabs->map.emplace(std::move(key), counter);
+      slabs->map.emplace(key, counter);
     }
   }
   if (!check(DRV(cuMemsetD32Async)(counter, 0, 1, s),
@@ -991,7 +1008,7 @@ struct SplitCounterArrays {
     int64_t size = 0;
   };
   std::mutex mutex;
-  std::unordered_map<std::string, Array> map;
+  PerStream<Array> map;
 };
 } // namespace
 
@@ -1004,7 +1021,7 @@ FLASH_RT_EXPORT void *flashRuntimeSplitCounters(void *stream, int64_t n) {
     return nullptr;
   auto s = static_cast<CUstream>(stream);
   std::lock_guard<std::mutex> lock(arrays->mutex);
-  SplitCounterArrays::Array &a = arrays->map[streamKey(ctx, s)];
+  SplitCounterArrays::Array &a = arrays->map[StreamKey{ctx, s}];
   if (a.size >= n && a.ptr)
     return reinterpret_cast<void *>(a.ptr);
   // Grown geometrically, so that a growing batch allocates a few times.
