@@ -140,3 +140,33 @@ def test_tosa_grouped_query_attention():
     tol = max(2 * sdpa_error(q.flatten(0, 1), k6.flatten(0, 1), v6.flatten(0, 1), 0.25,
                              o64.flatten(0, 1)), 1e-5)
     assert (out.double() - want).abs().max().item() <= tol
+
+
+@pytest.mark.parametrize("name,shape", [
+    # (B, Hq, Hkv, Lq): 4 rows over 8 K/V heads merge in the kernel's last
+    # CTA, 8 rows over 4 in the combine kernel (test/Conversion's
+    # flash-gpu-pipeline-whole-function.mlir checks which).
+    ("decode_f32_fused", (4, 8, 2, 1)),
+    ("decode_f32_combine", (2, 8, 2, 2)),
+])
+def test_decode_with_an_f32_output(name, shape):
+    b, hq, hkv, lq = shape
+    gen = torch.Generator(device="cuda").manual_seed(int.from_bytes(os.urandom(4), "little"))
+    q = randn((b, hq, lq, 64), gen)
+    k, v = randn((b, hkv, 3000, 64), gen), randn((b, hkv, 3000, 48), gen)
+    out = torch.full((b, hq, lq, 48), float("nan"), device="cuda", dtype=torch.float32)
+    lib()(name, q, k, v, out, pass_stream=True)
+    torch.cuda.synchronize()
+    g = hq // hkv
+    k6, v6 = k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1)
+    want = attention64(q.double().flatten(0, 1), k6.double().flatten(0, 1),
+                       v6.double().flatten(0, 1), 0.125).view(b, hq, lq, 48)
+    # An f32 output keeps what a bf16 one would round away: the bound is the
+    # error of torch's bf16 attention, whose output is rounded to bf16.
+    tol = 2 * sdpa_error(q.flatten(0, 1), k6.flatten(0, 1), v6.flatten(0, 1), 0.125,
+                         want.flatten(0, 1))
+    err = (out.double() - want).abs().max().item()
+    assert err <= tol, (err, tol)
+    # Finer than bf16's rounding of the output: the f32 store is not a bf16
+    # value widened.
+    assert not torch.equal(out, out.to(torch.bfloat16).float())

@@ -19,10 +19,15 @@
 // sin(q) into a device buffer of its own, on the stream.
 // CHECK: %[[QS:[a-z0-9_]+]], %{{.*}} = gpu.alloc async [%[[T]]] () : memref<2x4x100x64xbf16>
 // CHECK: gpu.launch_func async [%[[T]]] @{{.*}} args({{.*}}%[[Q]] : memref<2x4x100x64xbf16>, %[[QS]] : memref<2x4x100x64xbf16>)
-// V is only reshaped: the attention reads the caller's buffer.
+// V is only reshaped: the attention reads the caller's buffer (through a TMA
+// map: the wgmma kernel) and writes the f32 result the frontend keeps into
+// a buffer of the function.
 // CHECK: %[[VC:.+]] = memref.collapse_shape %[[V]] {{\[}}[0, 1], [2], [3]] : memref<2x4x70x64xbf16> into memref<8x70x64xbf16>
-// CHECK: %[[VA:.+]] = memref.cast %[[VC]]
-// CHECK: gpu.launch_func async [%{{.*}}] @flash_attention_0::@kernel {{.*}}%[[VA]]
+// CHECK: %[[OF:[a-z0-9_]+]], %{{.*}} = gpu.alloc async [%[[T]]] () : memref<8x100x64xf32>
+// CHECK: %[[VA:.+]] = memref.cast %[[VC]] : memref<8x70x64xbf16> to memref<*xbf16>
+// CHECK: nvgpu.tma.create.descriptor %[[VA]]
+// CHECK: memref.extract_aligned_pointer_as_index %[[OF]]
+// CHECK: gpu.launch_func async [%{{.*}}] @flash_attention_0::@kernel
 // After it: tanh(2 o) into the caller's output, the row sums into the second.
 // CHECK: gpu.launch_func async [%[[T]]] @{{.*}}%[[OUT]] : memref<2x4x100x64xbf16>)
 // CHECK: gpu.launch_func async [%[[T]]] @{{.*}}%[[SUMS]] : memref<2x4x100xf32>)
@@ -42,7 +47,34 @@
 // CHECK-NOT: gpu.launch_func
 // CHECK: return
 
+// The decode functions with an f32 output: the wgmma kernel's decode form
+// (256 threads: a producer and a consumer warpgroup) writes into the
+// caller's f32 buffer, its splits merged by its last CTA per row block (the
+// runtime's arrival counters, one launch) or by the combine kernel.
+// CHECK-LABEL: func.func @decode_f32_fused(
+// CHECK-SAME: %{{[a-z0-9]+}}: memref<4x8x1x48xf32>, %{{.*}}: !llvm.ptr {flash.stream})
+// CHECK: call @flashRuntimeSplitCounters
+// CHECK: gpu.launch_func async [%{{.*}}] @{{flash_attention_[0-9]+}}::@kernel {{.*}} threads in (%c256
+// CHECK-NOT: gpu.launch_func
+// CHECK: return
+// CHECK-LABEL: func.func @decode_f32_combine(
+// CHECK-SAME: %{{[a-z0-9]+}}: memref<2x8x2x48xf32>, %{{.*}}: !llvm.ptr {flash.stream})
+// CHECK-NOT: flashRuntimeSplitCounters
+// CHECK: gpu.launch_func async [%{{.*}}] @[[DC:flash_attention_[0-9]+]]::@kernel {{.*}} threads in (%c256
+// CHECK: gpu.launch_func async [%{{.*}}] @[[DC]]::@combine
+// CHECK: return
+
 // LLVM-LABEL: llvm.func @_mlir_ciface_around(
 // LLVM-LABEL: llvm.func @_mlir_ciface_causal_dv40(
+// The f32 output on the wgmma kernel: pairs of f32 per store.
+// LLVM: gpu.binary @flash_attention_0
+// LLVM-SAME: wgmma.mma_async
+// LLVM-SAME: st.global.v2.b32
 // LLVM: gpu.binary @flash_attention_1
 // LLVM-SAME: wgmma.mma_async
+// The fused merge stores f32 rows (one element a lane) after the partials
+// (pairs of f32).
+// LLVM: gpu.binary @flash_attention_3
+// LLVM-SAME: wgmma.mma_async
+// LLVM-SAME: st.global.v2.b32
+// LLVM-SAME: atom.global.add

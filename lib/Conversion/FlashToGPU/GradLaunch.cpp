@@ -353,8 +353,8 @@ LogicalResult gpu_lowering::lowerAttentionGrad(RewriterBase &rewriter,
     b.setInsertionPointToStart(ifPositive(kvbhCount, lk).thenBlock());
     if (cfg.wgmma) {
       // TMA descriptors of the operands; with no query row, Q and dO are
-      // described by K and V (never read: no query block is visible).
-      auto [q3, do3] = tensorsOrStandIns(b, lq, k, v, q, dO);
+      // described by K (never read: no query block is visible).
+      auto [q3, do3] = tensorsOrStandIns(b, lq, k, q, dO);
       mainArgs = {tmaDescriptor(b, q3, cfg.blockQueries),
                   tmaDescriptor(b, k, cfg.blockKeys),
                   tmaDescriptor(b, v, cfg.blockKeys),

@@ -65,7 +65,8 @@ struct KernelConfig {
 
 /// What the wgmma kernel is specialised on, read off a flash.attention.
 struct KernelSpec {
-  Type elemType;            // bf16 or f16 (Q, K, V and O)
+  Type elemType;            // bf16 or f16 (Q, K and V)
+  Type outElemType;         // O: f32, f16 or bf16 (converted from f32)
   int64_t headDim = 0;      // D
   int64_t valueDim = 0;     // Dv
   // Shared-memory tiles and the matmuls span whole 64-column panels (the
@@ -290,12 +291,12 @@ gpu::GPUFuncOp buildWgmmaKernel(OpBuilder &b, Location loc,
 Value tmaDescriptor(ImplicitLocOpBuilder &b, Value m3, int64_t rows,
                     bool packed = false);
 /// The rank-3 tensors a kernel's TMA descriptors describe: `a` and `b3`, or,
-/// when they have no row (`rows` = 0), the stand-ins, which have the same
-/// inner dims and are never read then (a descriptor needs a non-empty
-/// tensor). Outer sizes dynamic.
+/// when they have no row (`rows` = 0), `standIn` for both: a non-empty tensor
+/// of their element type (a descriptor needs one), never read then. Its
+/// inner dim need not be theirs: the box is the same 64 columns whatever
+/// the tensor's. Sizes dynamic.
 std::pair<Value, Value> tensorsOrStandIns(ImplicitLocOpBuilder &b, Value rows,
-                                          Value standInA, Value standInB,
-                                          Value a, Value b3);
+                                          Value standIn, Value a, Value b3);
 /// A memref's data as a device pointer (!llvm.ptr).
 Value dataPointer(ImplicitLocOpBuilder &b, Value m);
 

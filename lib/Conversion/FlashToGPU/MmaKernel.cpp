@@ -241,10 +241,10 @@ static gpu::GPUFuncOp buildMmaKernel(OpBuilder &ob, Location loc,
     // The thread holds columns 8·n + 2·(lane%4) + {0, 1} of its rows.
     for (int64_t n8 = 0; n8 < Dv / 8; ++n8)
       for (int64_t c = 8 * n8; c < 8 * n8 + 2; ++c) {
-        Value x = arith::MulFOp::create(
-            b, acc[AccumulatorLayout::element(c, h)], row.inv);
-        if (spec.oElem != f32)
-          x = arith::TruncFOp::create(b, spec.oElem, x);
+        Value x = fromF32(b,
+                          arith::MulFOp::create(
+                              b, acc[AccumulatorLayout::element(c, h)], row.inv),
+                          spec.oElem);
         Value col = arith::AddIOp::create(b, t2, constIdx(b, c));
         SmallVector<Value, 2> at = qPlace.rows(b, bh, rows[h]);
         memref::StoreOp::create(b, x, args.out, ValueRange{at[0], at[1], col});

@@ -42,22 +42,6 @@ static int64_t tileRowsFor(int64_t d, int64_t dv) {
   return t;
 }
 
-static Value toF32(ImplicitLocOpBuilder &b, Value x) {
-  if (x.getType().isF32())
-    return x;
-  if (x.getType().getIntOrFloatBitWidth() < 32)
-    return arith::ExtFOp::create(b, b.getF32Type(), x);
-  return arith::TruncFOp::create(b, b.getF32Type(), x);
-}
-
-static Value fromF32(ImplicitLocOpBuilder &b, Value x, Type t) {
-  if (t.isF32())
-    return x;
-  if (t.getIntOrFloatBitWidth() < 32)
-    return arith::TruncFOp::create(b, t, x);
-  return arith::ExtFOp::create(b, t, x);
-}
-
 /// x·y + z as a contractible multiply-add (NVPTX fuses it into fma.rn.f32;
 /// math.fma would become a libdevice call).
 static Value fma(ImplicitLocOpBuilder &b, Value x, Value y, Value z) {

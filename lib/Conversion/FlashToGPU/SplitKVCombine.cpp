@@ -261,9 +261,8 @@ gpu::GPUFuncOp gpu_lowering::buildSplitKVCombineKernel(
           /*withElse=*/false);
       b.setInsertionPointToStart(in.thenBlock());
     }
-    Value x = arith::MulFOp::create(b, acc[i], res.inv);
-    if (spec.oElem != f32)
-      x = arith::TruncFOp::create(b, spec.oElem, x);
+    Value x =
+        fromF32(b, arith::MulFOp::create(b, acc[i], res.inv), spec.oElem);
     memref::StoreOp::create(b, x, out, ValueRange{bh, q, cols[i]});
   }
   if (lse) {

@@ -528,9 +528,7 @@ gpu::GPUFuncOp gpu_lowering::buildSplitKVKernel(OpBuilder &ob, Location loc,
               b, fin[4 + AccumulatorLayout::element(c, h)], row.inv);
           Value col = arith::AddIOp::create(b, t2, constIdx(b, c));
           if (whole) {
-            if (spec.oElem != f32)
-              x = arith::TruncFOp::create(b, spec.oElem, x);
-            memref::StoreOp::create(b, x, args.out,
+            memref::StoreOp::create(b, fromF32(b, x, spec.oElem), args.out,
                                     ValueRange{bhRow[h], qRow[h], col});
           } else {
             memref::StoreOp::create(b, x, oPart, ValueRange{split, flat, col});

@@ -35,6 +35,20 @@ Value gpu_lowering::constF32(ImplicitLocOpBuilder &b, double v) {
   return arith::ConstantFloatOp::create(b, b.getF32Type(),
                                         APFloat(static_cast<float>(v)));
 }
+Value gpu_lowering::toF32(ImplicitLocOpBuilder &b, Value x) {
+  if (x.getType().isF32())
+    return x;
+  if (x.getType().getIntOrFloatBitWidth() < 32)
+    return arith::ExtFOp::create(b, b.getF32Type(), x);
+  return arith::TruncFOp::create(b, b.getF32Type(), x);
+}
+Value gpu_lowering::fromF32(ImplicitLocOpBuilder &b, Value x, Type t) {
+  if (t.isF32())
+    return x;
+  if (t.getIntOrFloatBitWidth() < 32)
+    return arith::TruncFOp::create(b, t, x);
+  return arith::ExtFOp::create(b, t, x);
+}
 Value gpu_lowering::toI32(ImplicitLocOpBuilder &b, Value index) {
   return arith::IndexCastOp::create(b, b.getI32Type(), index);
 }

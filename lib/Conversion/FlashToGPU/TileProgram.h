@@ -45,6 +45,10 @@ Value constIdx(ImplicitLocOpBuilder &b, int64_t v);
 Value constF32(ImplicitLocOpBuilder &b, double v);
 Value toI32(ImplicitLocOpBuilder &b, Value index);
 Value toI64(ImplicitLocOpBuilder &b, Value index);
+/// A float of any width to the f32 the kernels compute in, and back: the
+/// accumulators are f32 whatever the operands' and the output's types.
+Value toF32(ImplicitLocOpBuilder &b, Value x);
+Value fromF32(ImplicitLocOpBuilder &b, Value x, Type t);
 
 //===-- Special-function unit ---------------------------------------------===//
 

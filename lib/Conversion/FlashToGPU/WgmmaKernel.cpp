@@ -779,7 +779,7 @@ void WgmmaConsumer::storeRows(const TileLoopState &fin, const RowResult row[2],
   MLIRContext *ctx = b.getContext();
   auto ptrTy = LLVM::LLVMPointerType::get(ctx);
   Type f32 = b.getF32Type();
-  Type outElem = partial ? f32 : elem;
+  Type outElem = partial ? f32 : spec.outElemType;
   auto pairTy = VectorType::get({2}, outElem);
   int64_t eltBytes = outElem.getIntOrFloatBitWidth() / 8;
   Value outPtr = partial ? env.oPartPtr : env.outPtr;
@@ -826,10 +826,8 @@ void WgmmaConsumer::storeRows(const TileLoopState &fin, const RowResult row[2],
         Value x1 = LLVM::ExtractValueOp::create(b, fin.O[k], e + 1);
         x0 = arith::MulFOp::create(b, x0, row[h].inv);
         x1 = arith::MulFOp::create(b, x1, row[h].inv);
-        if (!partial) {
-          x0 = arith::TruncFOp::create(b, elem, x0);
-          x1 = arith::TruncFOp::create(b, elem, x1);
-        }
+        x0 = fromF32(b, x0, outElem);
+        x1 = fromF32(b, x1, outElem);
         Value v = vector::FromElementsOp::create(b, pairTy, ValueRange{x0, x1});
         Value off = toI64(
             b, idxAdd(b, rowOff,
@@ -961,7 +959,8 @@ void WgmmaConsumer::mergeIfLast() {
   }
   RowResult res =
       finishRow(b, merged.top.m, merged.total, spec.hasLse, sink);
-  int64_t eltBytes = elem.getIntOrFloatBitWidth() / 8;
+  Type outElem = spec.outElemType;
+  int64_t eltBytes = outElem.getIntOrFloatBitWidth() / 8;
   for (int64_t i = 0; i < perLane; ++i) {
     OpBuilder::InsertionGuard gc(b);
     Value col = idxAdd(b, lane, constIdx(b, 32 * i));
@@ -972,10 +971,10 @@ void WgmmaConsumer::mergeIfLast() {
           /*withElse=*/false);
       b.setInsertionPointToStart(in.thenBlock());
     }
-    Value x = arith::TruncFOp::create(
-        b, elem, arith::MulFOp::create(b, merged.acc[i], res.inv));
+    Value x = fromF32(b, arith::MulFOp::create(b, merged.acc[i], res.inv),
+                      outElem);
     Value p = LLVM::GEPOp::create(
-        b, ptrTy, elem, env.outPtr,
+        b, ptrTy, outElem, env.outPtr,
         ValueRange{toI64(b, idxAdd(b, idxMul(b, flatRow, dv), col))});
     LLVM::StoreOp::create(b, x, p, eltBytes);
   }

@@ -11,6 +11,7 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Utils/IndexingUtils.h"
 #include "mlir/IR/BuiltinOps.h"
 
 using namespace mlir;
@@ -60,13 +61,13 @@ static LogicalResult checkSharedMemory(Operation *op, const KernelConfig &cfg,
          << " a CTA may have: lower block-n, block-m or stages";
 }
 
-/// `m3` with its two outer sizes dynamic.
-static Value dynamicOuter2(ImplicitLocOpBuilder &b, Value m3) {
+/// `m3` with every size dynamic, so that tensors of other head dims share
+/// its type.
+static Value dynamicSizes(ImplicitLocOpBuilder &b, Value m3) {
   auto t = cast<MemRefType>(m3.getType());
   return memref::CastOp::create(
              b,
-             MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic,
-                              t.getDimSize(2)},
+             MemRefType::get(SmallVector<int64_t>(3, ShapedType::kDynamic),
                              t.getElementType()),
              m3)
       .getResult();
@@ -74,14 +75,12 @@ static Value dynamicOuter2(ImplicitLocOpBuilder &b, Value m3) {
 
 std::pair<Value, Value>
 gpu_lowering::tensorsOrStandIns(ImplicitLocOpBuilder &b, Value rows,
-                                Value standInA, Value standInB, Value a,
-                                Value b3) {
+                                Value standIn, Value a, Value b3) {
   Value none =
       arith::CmpIOp::create(b, arith::CmpIPredicate::eq, rows, constIdx(b, 0));
-  return {arith::SelectOp::create(b, none, dynamicOuter2(b, standInA),
-                                  dynamicOuter2(b, a)),
-          arith::SelectOp::create(b, none, dynamicOuter2(b, standInB),
-                                  dynamicOuter2(b, b3))};
+  Value s = dynamicSizes(b, standIn);
+  return {arith::SelectOp::create(b, none, s, dynamicSizes(b, a)),
+          arith::SelectOp::create(b, none, s, dynamicSizes(b, b3))};
 }
 
 Value gpu_lowering::dataPointer(ImplicitLocOpBuilder &b, Value m) {
@@ -108,8 +107,15 @@ static bool wgmmaTypesSupported(Type q, Type k, Type v, Type o, int64_t d,
     why = s;
     return false;
   }
-  if (k != q || v != q || o != q) {
-    why = "query, key, value and output must share one element type";
+  if (k != q || v != q) {
+    why = "query, key and value must share one element type";
+    return false;
+  }
+  // The accumulator is f32: any float output is one conversion away.
+  if (!o.isF32() && !o.isF16() && !o.isBF16()) {
+    os << "output element type '" << o
+       << "' is not supported (f32, f16 or bf16)";
+    why = s;
     return false;
   }
   if (!isSupportedHeadDim(d) || !isSupportedHeadDim(dv)) {
@@ -224,14 +230,14 @@ static Value packedRows(ImplicitLocOpBuilder &b, Value m, int64_t nb,
 /// The combine kernel of the decode form, writing `o3` [rows, Dv] and
 /// `lse2` (null without an LSE result).
 static gpu::GPUFuncOp buildDecodeCombine(OpBuilder &ob, Location loc,
-                                         gpu::GPUModuleOp gmod, Type elem,
+                                         gpu::GPUModuleOp gmod, Type outElem,
                                          int64_t dv, Value o3, Value lse2,
                                          Type sinksType = Type()) {
   MemrefKernelSpec cspec;
   cspec.dv = dv;
   cspec.hasLse = lse2 != nullptr;
   cspec.hasSinks = sinksType != nullptr;
-  cspec.oElem = elem;
+  cspec.oElem = outElem;
   return buildSplitKVCombineKernel(
       ob, loc, gmod, cspec,
       splitCombineArgTypes(ob.getContext(), dv, o3.getType(),
@@ -310,6 +316,7 @@ static LogicalResult lowerToWgmmaLaunch(RewriterBase &rewriter, AttentionOp op,
 
   KernelSpec spec;
   spec.elemType = elem;
+  spec.outElemType = op.getOutputType().getElementType();
   spec.headDim = d;
   spec.valueDim = dv;
   spec.numBatchDims = nb;
@@ -327,11 +334,10 @@ static LogicalResult lowerToWgmmaLaunch(RewriterBase &rewriter, AttentionOp op,
   std::optional<WgmmaDecodeForm> decode = wgmmaDecodeForm(op, options);
   spec.splitKV = decode.has_value();
   spec.decodeRows = decode ? decode->rows : 0;
-  int64_t kvHeads = 1;
-  for (int64_t dim : op.getKeyType().getShape().take_front(nb))
-    kvHeads = ShapedType::isDynamic(dim) || ShapedType::isDynamic(kvHeads)
-                  ? ShapedType::kDynamic
-                  : kvHeads * dim;
+  ArrayRef<int64_t> kvBatch = op.getKeyType().getShape().take_front(nb);
+  int64_t kvHeads = llvm::any_of(kvBatch, ShapedType::isDynamic)
+                        ? ShapedType::kDynamic
+                        : computeProduct(kvBatch);
   spec.fusedCombine =
       spec.splitKV && fusedCombine(options, spec.decodeRows, kvHeads);
   int64_t group = decode ? decode->group : 1;
@@ -351,7 +357,7 @@ static LogicalResult lowerToWgmmaLaunch(RewriterBase &rewriter, AttentionOp op,
   gpu::GPUFuncOp kernel = buildWgmmaKernel(rewriter, loc, gmod, cfg, spec);
   gpu::GPUFuncOp combine =
       spec.splitKV && !spec.fusedCombine
-          ? buildDecodeCombine(rewriter, loc, gmod, elem, dv, o3, lse2,
+          ? buildDecodeCombine(rewriter, loc, gmod, spec.outElemType, dv, o3, lse2,
                                spec.sinksType)
           : gpu::GPUFuncOp();
 
@@ -394,8 +400,7 @@ static LogicalResult lowerToWgmmaLaunch(RewriterBase &rewriter, AttentionOp op,
     } else {
       q3 = collapseBatchDims(b, q, nb);
     }
-    auto [k3, v3] = tensorsOrStandIns(b, lk, q3, collapseBatchDims(b, o, nb),
-                                   collapseBatchDims(b, k, nb),
+    auto [k3, v3] = tensorsOrStandIns(b, lk, q3, collapseBatchDims(b, k, nb),
                                    collapseBatchDims(b, v, nb));
     SmallVector<Value> args = {tmaDescriptor(b, q3, cfg.blockM),
                                tmaDescriptor(b, k3, cfg.blockN),
@@ -468,6 +473,7 @@ LogicalResult gpu_lowering::lowerVarlenToWgmmaLaunch(
   Value stream = streamArgument(op);
   KernelSpec spec;
   spec.elemType = op.getQueryType().getElementType();
+  spec.outElemType = op.getOutputType().getElementType();
   spec.headDim = op.getQueryType().getDimSize(2);
   spec.valueDim = op.getValueType().getDimSize(2);
   spec.numBatchDims = 1;
@@ -508,7 +514,7 @@ LogicalResult gpu_lowering::lowerVarlenToWgmmaLaunch(
           .getResult();
     };
     // No key token at all: every sequence has Lk = 0.
-    auto [k3, v3] = tensorsOrStandIns(b, tk, bufs.q, bufs.out, bufs.k, bufs.v);
+    auto [k3, v3] = tensorsOrStandIns(b, tk, bufs.q, bufs.k, bufs.v);
     SmallVector<Value> args = {
         tmaDescriptor(b, bufs.q, cfg.blockM, /*packed=*/true),
         tmaDescriptor(b, k3, cfg.blockN, /*packed=*/true),
@@ -602,6 +608,7 @@ LogicalResult gpu_lowering::lowerPagedToWgmmaLaunch(
   int64_t dv = op.getValueCacheType().getDimSize(3);
   KernelSpec spec;
   spec.elemType = elem;
+  spec.outElemType = op.getOutputType().getElementType();
   spec.headDim = qType.getDimSize(3);
   spec.valueDim = dv;
   spec.numBatchDims = 2;
@@ -631,7 +638,7 @@ LogicalResult gpu_lowering::lowerPagedToWgmmaLaunch(
   gpu::GPUFuncOp combine =
       spec.fusedCombine
           ? gpu::GPUFuncOp()
-          : buildDecodeCombine(rewriter, loc, gmod, elem, dv, o3, lse2);
+          : buildDecodeCombine(rewriter, loc, gmod, spec.outElemType, dv, o3, lse2);
 
   rewriter.setInsertionPoint(op);
   Value zero = constIdx(b, 0);
@@ -652,14 +659,14 @@ LogicalResult gpu_lowering::lowerPagedToWgmmaLaunch(
     b.setInsertionPointToStart(ifLaunch.thenBlock());
     Value q3 = packedRows(b, bufs.q, 2, kBh, kLq);
     // The pools as [pages·page_size, Hkv, D] token rows; an empty pool
-    // (nothing is read: every length counts as 0) is described by Q and O.
+    // (nothing is read: every length counts as 0) is described by Q.
     auto pool = [&](Value m) {
       return memref::CollapseShapeOp::create(
                  b, m, ArrayRef<ReassociationIndices>{{0, 1}, {2}, {3}})
           .getResult();
     };
     auto [k3, v3] =
-        tensorsOrStandIns(b, numPages, q3, o3, pool(bufs.k), pool(bufs.v));
+        tensorsOrStandIns(b, numPages, q3, pool(bufs.k), pool(bufs.v));
     int64_t box = pagedBoxRows(cfg, spec);
     SmallVector<Value> args = {
         tmaDescriptor(b, q3, cfg.blockM),

@@ -5,8 +5,8 @@
 // runs them against float64 and test/Conversion/flash-gpu-pipeline-whole-function.mlir
 // checks what they become.
 
-// bf16 inputs, D = Dv = 64, the attention output kept in f32 (the portable
-// kernel takes that mix). sin(q) before; tanh(2 o) after, and
+// bf16 inputs, D = Dv = 64, the attention output kept in f32 (the wgmma
+// kernel writes it so). sin(q) before; tanh(2 o) after, and
 // the row sums of o as a second result.
 func.func @around(%q: tensor<2x4x100x64xbf16>, %k: tensor<2x4x70x64xbf16>,
                         %v: tensor<2x4x70x64xbf16>)
@@ -142,4 +142,23 @@ func.func @tosa_gqa(%q: tensor<2x6x10x16xf32>, %k: tensor<2x2x12x16xf32>, %v: te
   %o = tosa.reshape %o3, %os : (tensor<12x10x8xf32>, !tosa.shape<4>) -> tensor<2x6x10x8xf32>
   %t = tosa.tanh %o : (tensor<2x6x10x8xf32>) -> tensor<2x6x10x8xf32>
   return %t : tensor<2x6x10x8xf32>
+}
+
+
+// Decode with the output in f32 (GQA 4, D = 64, Dv = 48, 3000 keys): the
+// wgmma kernel's decode form writes f32 rows. Its last CTA per row block
+// merges the splits at 4 rows over 8 K/V heads; the combine kernel at 8
+// rows over 4.
+func.func @decode_f32_fused(%q: tensor<4x8x1x64xbf16>, %k: tensor<4x2x3000x64xbf16>, %v: tensor<4x2x3000x48xbf16>) -> tensor<4x8x1x48xf32> {
+  %o0 = tensor.empty() : tensor<4x8x1x48xf32>
+  %o = flash.attention ins(%q, %k, %v : tensor<4x8x1x64xbf16>, tensor<4x2x3000x64xbf16>, tensor<4x2x3000x48xbf16>)
+      outs(%o0 : tensor<4x8x1x48xf32>) scale(0.125) -> tensor<4x8x1x48xf32>
+  return %o : tensor<4x8x1x48xf32>
+}
+
+func.func @decode_f32_combine(%q: tensor<2x8x2x64xbf16>, %k: tensor<2x2x3000x64xbf16>, %v: tensor<2x2x3000x48xbf16>) -> tensor<2x8x2x48xf32> {
+  %o0 = tensor.empty() : tensor<2x8x2x48xf32>
+  %o = flash.attention ins(%q, %k, %v : tensor<2x8x2x64xbf16>, tensor<2x2x3000x64xbf16>, tensor<2x2x3000x48xbf16>)
+      outs(%o0 : tensor<2x8x2x48xf32>) scale(0.125) -> tensor<2x8x2x48xf32>
+  return %o : tensor<2x8x2x48xf32>
 }
