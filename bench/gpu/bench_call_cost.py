@@ -144,14 +144,85 @@ def run(variants):
               f"{flops / call / 1e6:.0f} | {host:.1f} | {idle:.1f} |", flush=True)
 
 
+def breakdown():
+    """Where a plain call's host time goes, step by step, on three rows (a prefill
+    and two decodes): each step timed alone in bursts of 200 calls after a sync
+    (the launch queue never fills), the minimum per call over 30 bursts. The
+    launch is split into its Python part (the foreign call replaced by a no-op)
+    and the foreign call (the host function: maps, allocation, launches)."""
+    import torch
+    import torch.nn.functional as F
+    from flash_mlir import _attention as A
+    from common import device_line
+    import time
+
+    print(device_line())
+
+    def per_call(fn, n=200, bursts=30):
+        best = float("inf")
+        for _ in range(bursts):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            for _ in range(n):
+                fn()
+            best = min(best, (time.perf_counter() - t0) / n)
+        torch.cuda.synchronize()
+        return best * 1e6
+
+    rows = ("B·H=128 N=1k D=64 causal", "decode B=1 8/1 Lk=4k D=128",
+            "decode B=16 32/8 Lk=8k D=128")
+    print("| shape | step | µs/call |")
+    print("|---|---|---|")
+    for case in [c for c in CASES if c[0] in rows]:
+        qs, ks, vs, causal = shapes(case)
+        q = torch.randn(qs, device="cuda", dtype=torch.bfloat16)
+        k = torch.randn(ks, device="cuda", dtype=torch.bfloat16)
+        v = torch.randn(vs, device="cuda", dtype=torch.bfloat16)
+        gqa = qs[1] != ks[1]
+        flash_mlir.attention(q, k, v, causal=causal)
+        key = A._plain_key(q, k, v, None, causal, None, None, False)
+        launch, stream, o_shape, _ = A._plain_calls[key]
+        out = q.new_empty(o_shape)
+        dev = q.get_device()
+        cells = dict(zip(launch.__code__.co_freevars, launch.__closure__))
+        steps = [
+            ("attention()", lambda: flash_mlir.attention(q, k, v, causal=causal)),
+            ("sdpa (default dispatch)", lambda: F.scaled_dot_product_attention(
+                q, k, v, is_causal=causal, enable_gqa=gqa)),
+            ("_plain_key", lambda: A._plain_key(q, k, v, None, causal, None, None, False)),
+            ("3 × contiguous()", lambda: (q.contiguous(), k.contiguous(), v.contiguous())),
+            ("q.new_empty(out)", lambda: q.new_empty(o_shape)),
+            ("stream handle", lambda: stream(dev)),
+            ("launch (all)", lambda: launch((q, k, v, out), stream(dev), dev)),
+        ]
+        for name, fn in steps:
+            print(f"| {case[0]} | {name} | {per_call(fn):.2f} |", flush=True)
+        real = cells["call"].cell_contents
+        cells["call"].cell_contents = lambda *a: 0
+        try:
+            py = per_call(lambda: launch((q, k, v, out), stream(dev), dev))
+        finally:
+            cells["call"].cell_contents = real
+        print(f"| {case[0]} | launch: Python part | {py:.2f} |")
+        descs, argv = cells["local"].cell_contents.state
+        function, nargs = cells["function"].cell_contents, cells["nargs"].cell_contents
+        argv[nargs - 1] = stream(dev)
+        print(f"| {case[0]} | launch: foreign call | "
+              f"{per_call(lambda: real(dev, function, nargs, argv)):.2f} |", flush=True)
+
+
 if __name__ == "__main__":
     import argparse
     ap = argparse.ArgumentParser(usage=__doc__)
     ap.add_argument("--prebuild", metavar="DIR")
     ap.add_argument("--variant", action="append", default=[])
+    ap.add_argument("--breakdown", action="store_true",
+                    help="time a plain call's host steps one by one (GPU)")
     a = ap.parse_args()
     vs = [parse_variant(v) for v in a.variant]
     if a.prebuild:
         prebuild(a.prebuild, vs)
+    elif a.breakdown:
+        breakdown()
     else:
         run(vs)
