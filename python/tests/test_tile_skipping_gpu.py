@@ -56,14 +56,34 @@ def per_head_chunks(b, h, i, j):
     return (i // (128 * (h // 2 + 1))) == (j // (128 * (h // 2 + 1)))
 
 
+# Decode against 4000 or 9000 keys, the queries the last positions of the sequence
+# (chunked attention as Llama 4 serves it): the split-KV kernel packs the query heads
+# of a K/V head into its rows, bounds the mask's head index by the block's heads, and
+# spreads its splits over the tiles of the query's chunk.
+def decode_chunked(b, h, i, j):
+    return ((i + 3998) // 1024) == (j // 1024)
+
+
+def decode_chunked_per_head(b, h, i, j):
+    return ((i + 3998) // (512 * (h % 4 + 1))) == (j // (512 * (h % 4 + 1)))
+
+
+def decode_sink_and_chunk(b, h, i, j):
+    return (j < 16) | ((i + 8999) // 2048 == j // 2048)
+
+
 MASKS = {f.__name__: f for f in (chunked, chunked_aligned, prefix_lm, symmetric_window,
-                                 dilated, negated, dead_rows, per_head_chunks)}
+                                 dilated, negated, dead_rows, per_head_chunks,
+                                 decode_chunked, decode_chunked_per_head,
+                                 decode_sink_and_chunk)}
+DECODE = ("decode_chunked", "decode_chunked_per_head", "decode_sink_and_chunk")
 
 # name -> (q, k, v shapes, dtype, mask, attention() keywords)
 CASES = {}
 for _name in MASKS:
-    CASES["wgmma-" + _name] = ((2, 8, 700, 128), (2, 2, 1000, 128), (2, 2, 1000, 64),
-                               "bfloat16", _name, {})
+    if _name not in DECODE:
+        CASES["wgmma-" + _name] = ((2, 8, 700, 128), (2, 2, 1000, 128), (2, 2, 1000, 64),
+                                   "bfloat16", _name, {})
 CASES.update({
     "wgmma-d64-f16-chunked": ((1, 4, 999, 64), (1, 4, 1299, 64), (1, 4, 1299, 64),
                               "float16", "chunked", {}),
@@ -79,6 +99,12 @@ CASES.update({
                         "prefix_lm", {"kernel": "portable"}),
     "portable-symmetric": ((1, 4, 300, 64), (1, 2, 500, 64), (1, 2, 500, 48), "float32",
                            "symmetric_window", {"kernel": "portable"}),
+    "splitkv-decode-chunked": ((2, 8, 2, 128), (2, 2, 4000, 128), (2, 2, 4000, 64),
+                               "bfloat16", "decode_chunked", {"kernel": "splitkv"}),
+    "splitkv-decode-per-head": ((2, 8, 2, 128), (2, 2, 4000, 128), (2, 2, 4000, 64),
+                                "bfloat16", "decode_chunked_per_head", {"kernel": "splitkv"}),
+    "auto-decode-sink-chunk-mqa-f16": ((1, 8, 1, 64), (1, 1, 9000, 64), (1, 1, 9000, 64),
+                                       "float16", "decode_sink_and_chunk", {}),
 })
 
 # A bias under the mask: full tiles keep the bias and drop the mask.

@@ -8,6 +8,7 @@
 // RUN: flash-opt %s -split-input-file -convert-flash-to-gpu=kernel=wgmma | FileCheck %s --check-prefix=WGMMA
 // RUN: env -u CUDA_HOME flash-opt %s -split-input-file --flash-gpu-pipeline="format=isa" | FileCheck %s --check-prefix=PTX
 // RUN: env -u CUDA_HOME flash-opt %s -split-input-file --flash-gpu-pipeline="format=isa kernel=mma" | FileCheck %s --check-prefix=PTX
+// RUN: flash-opt %s -split-input-file -convert-flash-to-gpu=kernel=splitkv 2>&1 | FileCheck %s --check-prefix=SPLIT
 
 // PORT-LABEL: gpu.func @kernel(
 // PORT: scf.while
@@ -61,5 +62,48 @@ func.func @chunked(%q: memref<2x4x300x64xbf16>, %k: memref<2x2x500x64xbf16>,
            flash.yield %r : f32
          } -> tensor<2x4x300x64xbf16>
   bufferization.materialize_in_destination %r in restrict writable %o : (tensor<2x4x300x64xbf16>, memref<2x4x300x64xbf16>) -> ()
+  return
+}
+
+// -----
+
+// Decode (GQA 4, one query at the end of 4096 keys) with chunked attention:
+// the split-KV kernel packs the 4 query heads of a K/V head into its rows,
+// so it bounds the mask's batch indices by the block's head range, trims
+// the key range to the query's chunk, and spreads its splits over the
+// tiles left (the split's chunk is a share of the trimmed range, not of Lk).
+// SPLIT-LABEL: func.func @chunked_decode(
+// SPLIT: gpu.func @kernel(
+// SPLIT: scf.while
+// SPLIT: scf.while
+// SPLIT: %[[LEFT:.*]] = arith.subi %{{.*}}#1, %{{.*}}#0 : index
+// SPLIT: %[[VIS:.*]] = arith.maxsi %[[LEFT]]
+// SPLIT: arith.ceildivsi %[[VIS]], %grid_dim_x
+// SPLIT: scf.for
+// SPLIT: nvvm.mma.sync
+// SPLIT: gpu.func @combine(
+func.func @chunked_decode(%q: memref<2x8x1x64xbf16>, %k: memref<2x2x4096x64xbf16>,
+                          %v: memref<2x2x4096x64xbf16>, %o: memref<2x8x1x64xbf16>) {
+  %qt = bufferization.to_tensor %q restrict : memref<2x8x1x64xbf16> to tensor<2x8x1x64xbf16>
+  %kt = bufferization.to_tensor %k restrict : memref<2x2x4096x64xbf16> to tensor<2x2x4096x64xbf16>
+  %vt = bufferization.to_tensor %v restrict : memref<2x2x4096x64xbf16> to tensor<2x2x4096x64xbf16>
+  %ot = bufferization.to_tensor %o restrict writable : memref<2x8x1x64xbf16> to tensor<2x8x1x64xbf16>
+  %r = flash.attention ins(%qt, %kt, %vt : tensor<2x8x1x64xbf16>, tensor<2x2x4096x64xbf16>, tensor<2x2x4096x64xbf16>)
+         outs(%ot : tensor<2x8x1x64xbf16>) scale(0.125)
+         score_mod {
+         ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+           %c1024 = arith.constant 1024 : index
+           %c4095 = arith.constant 4095 : index
+           %pos = arith.addi %i, %c4095 : index
+           %ci = arith.floordivsi %pos, %c1024 : index
+           %cj = arith.floordivsi %j, %c1024 : index
+           %same = arith.cmpi eq, %ci, %cj : index
+           %past = arith.cmpi sge, %j, %h : index
+           %vis = arith.andi %same, %past : i1
+           %ninf = arith.constant 0xFF800000 : f32
+           %r = arith.select %vis, %s, %ninf : f32
+           flash.yield %r : f32
+         } -> tensor<2x8x1x64xbf16>
+  bufferization.materialize_in_destination %r in restrict writable %o : (tensor<2x8x1x64xbf16>, memref<2x8x1x64xbf16>) -> ()
   return
 }

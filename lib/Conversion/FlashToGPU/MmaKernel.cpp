@@ -120,6 +120,7 @@ static gpu::GPUFuncOp buildMmaKernel(OpBuilder &ob, Location loc,
   if (indexMask)
     std::tie(tBegin, tEnd) =
         trimHiddenTiles(b, *spec.scoreMod, *indexMask, heads.batchIdx,
+                        heads.batchIdx,
                         {tBegin, tEnd}, q0, kRowsPerBlock, lq, lk, T);
   Value diagOff = maskDiagonalOffset(b, spec.mask, lq, lk);
   Value warpRowHi = arith::MinSIOp::create(
@@ -197,6 +198,7 @@ static gpu::GPUFuncOp buildMmaKernel(OpBuilder &ob, Location loc,
         if (indexMask)
           sc.indexFull =
               classifyScoreTile(ib, *spec.scoreMod, *indexMask, heads.batchIdx,
+                                heads.batchIdx,
                                 rowBase, warpRowHi, j0, T, lq, lk)
                   .full;
         std::array<Value, 2> alpha =

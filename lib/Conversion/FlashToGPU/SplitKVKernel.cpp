@@ -262,10 +262,39 @@ gpu::GPUFuncOp gpu_lowering::buildSplitKVKernel(OpBuilder &ob, Location loc,
   int64_t blockQueries = (cfg.rowsPerBlock() - 1) / G + 2;
   auto [vBegin, vEnd] =
       visibleTileRange(b, spec.mask, q0, blockQueries, lq, lk, T);
+  // A score_mod's mask of the indices alone sorts tiles too: the block's
+  // rows are queries [q0, q0 + blockQueries) of the G query heads of its
+  // K/V head, which bound the batch indices the mask may read (the outer
+  // dims are the same for the G heads, the head dim is a range).
+  std::optional<IndexMask> indexMask =
+      kernelIndexMask(spec.scoreMod, spec.numBatchDims,
+                      /*classifiable=*/spec.pageSize == 0);
+  SmallVector<Value> blockBatchLo, blockBatchHi;
   Value nT = arith::CeilDivSIOp::create(b, lk, constIdx(b, T));
-  Value sBegin = arith::MulIOp::create(b, split, tilesPerSplit);
-  Value sEnd = arith::MinSIOp::create(
-      b, arith::AddIOp::create(b, sBegin, tilesPerSplit), nT);
+  Value sBegin, sEnd;
+  if (indexMask) {
+    Value head0 = arith::MulIOp::create(b, kvbh, constIdx(b, G));
+    blockBatchLo = batchIndices(b, head0, args.batchSizes);
+    blockBatchHi = batchIndices(
+        b, arith::AddIOp::create(b, head0, constIdx(b, G - 1)),
+        args.batchSizes);
+    std::tie(vBegin, vEnd) = trimHiddenTiles(
+        b, *spec.scoreMod, *indexMask, blockBatchLo, blockBatchHi,
+        {vBegin, vEnd}, q0, blockQueries, lq, lk, T);
+    // The splits divide the tiles left, not the whole key range: a chunk of
+    // a long cache (chunked attention) keeps every split busy.
+    Value visible = arith::MaxSIOp::create(
+        b, arith::SubIOp::create(b, vEnd, vBegin), zero);
+    Value per = arith::MaxSIOp::create(
+        b, arith::CeilDivSIOp::create(b, visible, splits), one);
+    sBegin = arith::AddIOp::create(b, vBegin, arith::MulIOp::create(b, split, per));
+    sEnd = arith::MinSIOp::create(b, arith::AddIOp::create(b, sBegin, per),
+                                  vEnd);
+  } else {
+    sBegin = arith::MulIOp::create(b, split, tilesPerSplit);
+    sEnd = arith::MinSIOp::create(
+        b, arith::AddIOp::create(b, sBegin, tilesPerSplit), nT);
+  }
   Value tBegin = arith::MaxSIOp::create(b, vBegin, sBegin);
   Value tEnd = arith::MaxSIOp::create(
       b, arith::MinSIOp::create(b, vEnd, sEnd), tBegin);
@@ -427,6 +456,13 @@ gpu::GPUFuncOp gpu_lowering::buildSplitKVKernel(OpBuilder &ob, Location loc,
             {batchIdx[0], batchIdx[1]}, args.captures, /*needsMask=*/true);
         Value needsMask = tileNeedsElementMask(ib, spec.mask, colBase, Tw,
                                                warpQLo, warpQHi, lk, diagOff);
+        // Whole for the block's rows is whole for this warp's (the rows the
+        // softmax's shuffles span).
+        if (indexMask)
+          sc.indexFull = classifyScoreTile(ib, *spec.scoreMod, *indexMask,
+                                           blockBatchLo, blockBatchHi, warpQLo,
+                                           warpQHi, colBase, Tw, lq, lk)
+                             .full;
         std::array<Value, 2> alpha =
             maskedSoftmaxStep(ib, s, rs, spec.scale, needsMask, sc);
         SmallVector<Value> o(state.drop_front(4));

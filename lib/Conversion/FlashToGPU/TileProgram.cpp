@@ -337,8 +337,8 @@ Value gpu_lowering::inlineScoreMod(ImplicitLocOpBuilder &b, Region &scoreMod,
 
 std::optional<IndexMask> gpu_lowering::kernelIndexMask(Region *scoreMod,
                                                        int64_t numBatchDims,
-                                                       bool rowsAreQueries) {
-  if (!scoreMod || !rowsAreQueries)
+                                                       bool classifiable) {
+  if (!scoreMod || !classifiable)
     return std::nullopt;
   return findIndexMask(*scoreMod, numBatchDims + 2);
 }
@@ -346,8 +346,9 @@ std::optional<IndexMask> gpu_lowering::kernelIndexMask(Region *scoreMod,
 /// The classification of rows [rowLo, rowHi] x keys [colLo, colHi], both
 /// clamped into [0, lq) x [0, lk) as the score_mod sees them.
 static TileClass classifyRange(ImplicitLocOpBuilder &b, Region &scoreMod,
-                               const IndexMask &mask, ArrayRef<Value> batchIdx,
-                               Value rowLo, Value rowHi, Value colLo,
+                               const IndexMask &mask, ArrayRef<Value> batchLo,
+                               ArrayRef<Value> batchHi, Value rowLo,
+                               Value rowHi, Value colLo,
                                Value colHi, Value lq, Value lk) {
   Value one = constIdx(b, 1);
   Value lastRow = arith::SubIOp::create(b, lq, one);
@@ -356,20 +357,21 @@ static TileClass classifyRange(ImplicitLocOpBuilder &b, Region &scoreMod,
   Value iHi = arith::MinSIOp::create(b, rowHi, lastRow);
   Value jLo = arith::MinSIOp::create(b, colLo, lastCol);
   Value jHi = arith::MinSIOp::create(b, colHi, lastCol);
-  return emitTileClass(b, b.getLoc(), scoreMod, mask, batchIdx, batchIdx, iLo,
+  return emitTileClass(b, b.getLoc(), scoreMod, mask, batchLo, batchHi, iLo,
                        iHi, jLo, jHi);
 }
 
 TileClass gpu_lowering::classifyScoreTile(ImplicitLocOpBuilder &b,
                                           Region &scoreMod,
                                           const IndexMask &mask,
-                                          ArrayRef<Value> batchIdx,
+                                          ArrayRef<Value> batchLo,
+                                          ArrayRef<Value> batchHi,
                                           Value rowLo, Value rowHi,
                                           Value colLo, int64_t cols, Value lq,
                                           Value lk) {
   Value colHi = arith::AddIOp::create(b, colLo, constIdx(b, cols - 1));
-  return classifyRange(b, scoreMod, mask, batchIdx, rowLo, rowHi, colLo, colHi,
-                       lq, lk);
+  return classifyRange(b, scoreMod, mask, batchLo, batchHi, rowLo, rowHi,
+                       colLo, colHi, lq, lk);
 }
 
 /// `while (lo < hi) (lo, hi) = step(lo, hi)` as an scf.while; the final
@@ -397,7 +399,8 @@ bisect(ImplicitLocOpBuilder &b, Value lo, Value hi,
 
 std::pair<Value, Value> gpu_lowering::trimHiddenTiles(
     ImplicitLocOpBuilder &b, Region &scoreMod, const IndexMask &mask,
-    ArrayRef<Value> batchIdx, std::pair<Value, Value> range, Value q0,
+    ArrayRef<Value> batchLo, ArrayRef<Value> batchHi,
+    std::pair<Value, Value> range, Value q0,
     int64_t blockRows, Value lq, Value lk, int64_t tileRows) {
   // Bisection over runs of tiles, not a walk over tiles: a run of keys
   // is one interval to the analysis, so each step asks whether a whole run
@@ -413,8 +416,8 @@ std::pair<Value, Value> gpu_lowering::trimHiddenTiles(
     Value colLo = arith::MulIOp::create(ib, a, t);
     Value colHi = arith::SubIOp::create(ib, arith::MulIOp::create(ib, c, t),
                                         constIdx(ib, 1));
-    return classifyRange(ib, scoreMod, mask, batchIdx, q0, rowHi, colLo, colHi,
-                         lq, lk)
+    return classifyRange(ib, scoreMod, mask, batchLo, batchHi, q0, rowHi,
+                         colLo, colHi, lq, lk)
         .empty;
   };
   // First: the largest lo with [range.first, lo) proven hidden, searched in

@@ -166,30 +166,33 @@ Value inlineScoreMod(ImplicitLocOpBuilder &b, Region &scoreMod, Value score,
 // tile it shows whole takes the mask-free softmax with the score_mod minus
 // its mask (ScoreContext::indexFull).
 
-/// The index mask of a kernel's score_mod (null: none), where a block's
-/// rows are queries of one batch·head (`rowsAreQueries`: not G heads packed
-/// into one tile); none otherwise.
+/// The index mask of a kernel's score_mod (null: none), where the kernel
+/// can bound a block's query rows and batch indices (`classifiable`: the
+/// rows' queries and heads are known as ranges; not so where a packed
+/// layout's rows are not traced back to them); none otherwise.
 std::optional<IndexMask> kernelIndexMask(Region *scoreMod,
                                          int64_t numBatchDims,
-                                         bool rowsAreQueries);
+                                         bool classifiable);
 
 /// The index mask's classification of rows [rowLo, rowHi] and keys
-/// [colLo, colLo + cols) of batch `batchIdx`, clamped into [0, lq) x
-/// [0, lk) as the score_mod sees them.
+/// [colLo, colLo + cols) of batch indices in [batchLo, batchHi] (per dim;
+/// one batch·head: the same values twice), clamped into [0, lq) x [0, lk)
+/// as the score_mod sees them.
 TileClass classifyScoreTile(ImplicitLocOpBuilder &b, Region &scoreMod,
-                            const IndexMask &mask, ArrayRef<Value> batchIdx,
-                            Value rowLo, Value rowHi, Value colLo,
-                            int64_t cols, Value lq, Value lk);
+                            const IndexMask &mask, ArrayRef<Value> batchLo,
+                            ArrayRef<Value> batchHi, Value rowLo, Value rowHi,
+                            Value colLo, int64_t cols, Value lq, Value lk);
 
 /// `range` (of tiles of `tileRows` keys) without the tiles at either end
-/// that the index mask hides from rows [q0, q0 + blockRows): two
-/// bisections over runs of tiles, the same in every thread of the block.
-std::pair<Value, Value> trimHiddenTiles(ImplicitLocOpBuilder &b,
-                                        Region &scoreMod, const IndexMask &mask,
-                                        ArrayRef<Value> batchIdx,
-                                        std::pair<Value, Value> range,
-                                        Value q0, int64_t blockRows, Value lq,
-                                        Value lk, int64_t tileRows);
+/// that the index mask hides from rows [q0, q0 + blockRows) of batch
+/// indices in [batchLo, batchHi]: two bisections over runs of tiles, the
+/// same in every thread of the block.
+std::pair<Value, Value>
+trimHiddenTiles(ImplicitLocOpBuilder &b, Region &scoreMod,
+                const IndexMask &mask, ArrayRef<Value> batchLo,
+                ArrayRef<Value> batchHi, std::pair<Value, Value> range,
+                Value q0, int64_t blockRows, Value lq, Value lk,
+                int64_t tileRows);
 
 /// The element a score_mod's `read` of a capture takes, from the capture's
 /// memref (`captures`: the op's, in order) at `indices` (mapped).

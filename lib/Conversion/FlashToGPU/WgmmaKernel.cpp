@@ -517,7 +517,8 @@ std::array<Value, 2> WgmmaConsumer::softmax(Value t, SmallVectorImpl<Value> &sv,
                                      /*needsMask=*/true);
   if (env.indexMask)
     sc.indexFull = classifyScoreTile(b, *spec.scoreMod, *env.indexMask,
-                                     env.batchIdx, wgRowLo, wgRowHi,
+                                     env.batchIdx, env.batchIdx, wgRowLo,
+                                     wgRowHi,
                                      idxMul(b, t, BN), BN, env.qLen, env.lk)
                        .full;
   return maskedSoftmaxStep(b, sv, st, spec.scale, needsMask, sc);
@@ -1061,7 +1062,7 @@ static void bindWorkItem(ImplicitLocOpBuilder &b, KernelEnv &env, Value qBlock,
         b, spec.mask, env.q0, cfg.blockM, env.lq, env.lk, cfg.blockN);
   if (env.indexMask)
     std::tie(env.tBegin, env.tEnd) = trimHiddenTiles(
-        b, *spec.scoreMod, *env.indexMask, env.batchIdx,
+        b, *spec.scoreMod, *env.indexMask, env.batchIdx, env.batchIdx,
         {env.tBegin, env.tEnd}, env.q0, cfg.blockM, env.lq, env.lk,
         cfg.blockN);
   if (spec.splitKV) {
