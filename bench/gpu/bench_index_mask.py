@@ -51,7 +51,7 @@ MASKS = [chunked_512, chunked_2048, local_1024, prefix_lm_1024, chunked_causal_1
 # Decode: one query (the last position) of GQA 32/8 heads against a 32k cache, where a
 # mask of the indices alone leaves a few of the cache's tiles (the split-KV kernel skips
 # the rest and spreads its splits over what is left).
-DB, DHQ, DHKV, DLK = 16, 32, 8, 32768
+DBATCHES, DHQ, DHKV, DLK = (16, 1), 32, 8, 32768
 
 
 def decode_chunked_8192(b, h, q_idx, kv_idx):
@@ -69,8 +69,8 @@ def decode_sink_local_2048(b, h, q_idx, kv_idx):
 DECODE_MASKS = [decode_chunked_8192, decode_local_4096, decode_sink_local_2048]
 
 
-def decode_shapes():
-    return (DB, DHQ, 1, D), (DB, DHKV, DLK, D)
+def decode_shapes(db):
+    return (db, DHQ, 1, D), (db, DHKV, DLK, D)
 
 
 def prebuild(cache):
@@ -80,10 +80,11 @@ def prebuild(cache):
     print("none", flash_mlir.prebuild(s, s, s, "bf16"))
     for m in MASKS:
         print(m.__name__, flash_mlir.prebuild(s, s, s, "bf16", mask_mod=m))
-    qs, ks = decode_shapes()
-    print("decode none", flash_mlir.prebuild(qs, ks, ks, "bf16"))
-    for m in DECODE_MASKS:
-        print(m.__name__, flash_mlir.prebuild(qs, ks, ks, "bf16", mask_mod=m))
+    for db in DBATCHES:
+        qs, ks = decode_shapes(db)
+        print("decode none", flash_mlir.prebuild(qs, ks, ks, "bf16"))
+        for m in DECODE_MASKS:
+            print(m.__name__, flash_mlir.prebuild(qs, ks, ks, "bf16", mask_mod=m))
 
 
 def run(out_md):
@@ -126,7 +127,8 @@ def run(out_md):
             m.__name__, density, ours[0], ours[1], predicted, ours[0] / predicted, fx[0],
             fx[0] / ours[0], diff))
         print(lines[-1], flush=True)
-    lines += decode_rows(torch, flex, create_block_mask, measure)
+    for db in DBATCHES:
+        lines += decode_rows(torch, flex, create_block_mask, measure, db)
     text = "\n".join(lines) + "\n"
     if out_md:
         with open(out_md, "w") as f:
@@ -134,13 +136,13 @@ def run(out_md):
     print(text)
 
 
-def decode_rows(torch, flex, create_block_mask, measure):
+def decode_rows(torch, flex, create_block_mask, measure, db):
     """The decode masks beside the unmasked decode (ours, cuDNN) and Flex's decode with
     the same mask_mod; K + V read rate over the keys the mask leaves."""
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    qs, ks = decode_shapes()
+    qs, ks = decode_shapes(db)
     g = torch.Generator(device="cuda").manual_seed(1)
     q = torch.randn(*qs, device="cuda", dtype=torch.bfloat16, generator=g)
     k, v = (torch.randn(*ks, device="cuda", dtype=torch.bfloat16, generator=g)
@@ -152,7 +154,7 @@ def decode_rows(torch, flex, create_block_mask, measure):
                         kernels="all")
     lines = ["", "Decode: B = %d, GQA %d/%d, Lq = 1, Lk = %d, D = %d, bf16. Unmasked: ours "
              "%.1f µs (%.2f TB/s of K + V), cuDNN %.1f µs." % (
-                 DB, DHQ, DHKV, DLK, D, base[0], kv_bytes / base[0] / 1e6, cudnn[0]), "",
+                 db, DHQ, DHKV, DLK, D, base[0], kv_bytes / base[0] / 1e6, cudnn[0]), "",
              "| mask | density | ours kernel µs | ours call µs | predicted µs | ours / "
              "predicted | Flex kernel µs | ours / Flex (speed) | max |ours − Flex| |",
              "|---|---|---|---|---|---|---|---|---|"]

@@ -281,8 +281,10 @@ gpu::GPUFuncOp gpu_lowering::buildSplitKVKernel(OpBuilder &ob, Location loc,
     std::tie(vBegin, vEnd) = trimHiddenTiles(
         b, *spec.scoreMod, *indexMask, blockBatchLo, blockBatchHi,
         {vBegin, vEnd}, q0, blockQueries, lq, lk, T);
-    // The splits divide the tiles left, not the whole key range: a chunk of
-    // a long cache (chunked attention) keeps every split busy.
+  }
+  if (indexMask || (spec.mask && !spec.mask.isNone())) {
+    // The splits divide the visible tiles, not the whole key range: a
+    // window or a chunk of a long cache keeps every split busy.
     Value visible = arith::MaxSIOp::create(
         b, arith::SubIOp::create(b, vEnd, vBegin), zero);
     Value per = arith::MaxSIOp::create(
