@@ -118,10 +118,9 @@ static gpu::GPUFuncOp buildMmaKernel(OpBuilder &ob, Location loc,
       kernelIndexMask(spec.scoreMod, spec.numBatchDims,
                       !spec.varlen && !spec.pageSize);
   if (indexMask)
-    std::tie(tBegin, tEnd) =
-        trimHiddenTiles(b, *spec.scoreMod, *indexMask, heads.batchIdx,
-                        heads.batchIdx,
-                        {tBegin, tEnd}, q0, kRowsPerBlock, lq, lk, T);
+    std::tie(tBegin, tEnd) = trimHiddenTiles(
+        b, *spec.scoreMod, *indexMask, heads.batchIdx, heads.batchIdx,
+        {tBegin, tEnd}, q0, kRowsPerBlock, lq, lk, T);
   Value diagOff = maskDiagonalOffset(b, spec.mask, lq, lk);
   Value warpRowHi = arith::MinSIOp::create(
       b, arith::AddIOp::create(b, rowBase, constIdx(b, kRowsPerWarp - 1)),
@@ -196,11 +195,10 @@ static gpu::GPUFuncOp buildMmaKernel(OpBuilder &ob, Location loc,
         Value needsMask = tileNeedsElementMask(ib, spec.mask, j0, T, rowBase,
                                                warpRowHi, lk, diagOff);
         if (indexMask)
-          sc.indexFull =
-              classifyScoreTile(ib, *spec.scoreMod, *indexMask, heads.batchIdx,
-                                heads.batchIdx,
-                                rowBase, warpRowHi, j0, T, lq, lk)
-                  .full;
+          sc.indexFull = classifyScoreTile(ib, *spec.scoreMod, *indexMask,
+                                           heads.batchIdx, heads.batchIdx,
+                                           rowBase, warpRowHi, j0, T, lq, lk)
+                             .full;
         std::array<Value, 2> alpha =
             maskedSoftmaxStep(ib, s, rs, spec.scale, needsMask, sc);
 
@@ -243,10 +241,11 @@ static gpu::GPUFuncOp buildMmaKernel(OpBuilder &ob, Location loc,
     // The thread holds columns 8·n + 2·(lane%4) + {0, 1} of its rows.
     for (int64_t n8 = 0; n8 < Dv / 8; ++n8)
       for (int64_t c = 8 * n8; c < 8 * n8 + 2; ++c) {
-        Value x = fromF32(b,
-                          arith::MulFOp::create(
-                              b, acc[AccumulatorLayout::element(c, h)], row.inv),
-                          spec.oElem);
+        Value x =
+            fromF32(b,
+                    arith::MulFOp::create(
+                        b, acc[AccumulatorLayout::element(c, h)], row.inv),
+                    spec.oElem);
         Value col = arith::AddIOp::create(b, t2, constIdx(b, c));
         SmallVector<Value, 2> at = qPlace.rows(b, bh, rows[h]);
         memref::StoreOp::create(b, x, args.out, ValueRange{at[0], at[1], col});

@@ -261,8 +261,7 @@ gpu::GPUFuncOp gpu_lowering::buildSplitKVCombineKernel(
           /*withElse=*/false);
       b.setInsertionPointToStart(in.thenBlock());
     }
-    Value x =
-        fromF32(b, arith::MulFOp::create(b, acc[i], res.inv), spec.oElem);
+    Value x = fromF32(b, arith::MulFOp::create(b, acc[i], res.inv), spec.oElem);
     memref::StoreOp::create(b, x, out, ValueRange{bh, q, cols[i]});
   }
   if (lse) {

@@ -275,9 +275,9 @@ gpu::GPUFuncOp gpu_lowering::buildSplitKVKernel(OpBuilder &ob, Location loc,
   if (indexMask) {
     Value head0 = arith::MulIOp::create(b, kvbh, constIdx(b, G));
     blockBatchLo = batchIndices(b, head0, args.batchSizes);
-    blockBatchHi = batchIndices(
-        b, arith::AddIOp::create(b, head0, constIdx(b, G - 1)),
-        args.batchSizes);
+    blockBatchHi =
+        batchIndices(b, arith::AddIOp::create(b, head0, constIdx(b, G - 1)),
+                     args.batchSizes);
     std::tie(vBegin, vEnd) = trimHiddenTiles(
         b, *spec.scoreMod, *indexMask, blockBatchLo, blockBatchHi,
         {vBegin, vEnd}, q0, blockQueries, lq, lk, T);
@@ -285,13 +285,14 @@ gpu::GPUFuncOp gpu_lowering::buildSplitKVKernel(OpBuilder &ob, Location loc,
   if (indexMask || (spec.mask && !spec.mask.isNone())) {
     // The splits divide the visible tiles, not the whole key range: a
     // window or a chunk of a long cache keeps every split busy.
-    Value visible = arith::MaxSIOp::create(
-        b, arith::SubIOp::create(b, vEnd, vBegin), zero);
+    Value visible =
+        arith::MaxSIOp::create(b, arith::SubIOp::create(b, vEnd, vBegin), zero);
     Value per = arith::MaxSIOp::create(
         b, arith::CeilDivSIOp::create(b, visible, splits), one);
-    sBegin = arith::AddIOp::create(b, vBegin, arith::MulIOp::create(b, split, per));
-    sEnd = arith::MinSIOp::create(b, arith::AddIOp::create(b, sBegin, per),
-                                  vEnd);
+    sBegin =
+        arith::AddIOp::create(b, vBegin, arith::MulIOp::create(b, split, per));
+    sEnd =
+        arith::MinSIOp::create(b, arith::AddIOp::create(b, sBegin, per), vEnd);
   } else {
     sBegin = arith::MulIOp::create(b, split, tilesPerSplit);
     sEnd = arith::MinSIOp::create(

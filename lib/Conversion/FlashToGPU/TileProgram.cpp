@@ -348,8 +348,8 @@ std::optional<IndexMask> gpu_lowering::kernelIndexMask(Region *scoreMod,
 static TileClass classifyRange(ImplicitLocOpBuilder &b, Region &scoreMod,
                                const IndexMask &mask, ArrayRef<Value> batchLo,
                                ArrayRef<Value> batchHi, Value rowLo,
-                               Value rowHi, Value colLo,
-                               Value colHi, Value lq, Value lk) {
+                               Value rowHi, Value colLo, Value colHi, Value lq,
+                               Value lk) {
   Value one = constIdx(b, 1);
   Value lastRow = arith::SubIOp::create(b, lq, one);
   Value lastCol = arith::SubIOp::create(b, lk, one);
@@ -361,17 +361,13 @@ static TileClass classifyRange(ImplicitLocOpBuilder &b, Region &scoreMod,
                        iHi, jLo, jHi);
 }
 
-TileClass gpu_lowering::classifyScoreTile(ImplicitLocOpBuilder &b,
-                                          Region &scoreMod,
-                                          const IndexMask &mask,
-                                          ArrayRef<Value> batchLo,
-                                          ArrayRef<Value> batchHi,
-                                          Value rowLo, Value rowHi,
-                                          Value colLo, int64_t cols, Value lq,
-                                          Value lk) {
+TileClass gpu_lowering::classifyScoreTile(
+    ImplicitLocOpBuilder &b, Region &scoreMod, const IndexMask &mask,
+    ArrayRef<Value> batchLo, ArrayRef<Value> batchHi, Value rowLo, Value rowHi,
+    Value colLo, int64_t cols, Value lq, Value lk) {
   Value colHi = arith::AddIOp::create(b, colLo, constIdx(b, cols - 1));
-  return classifyRange(b, scoreMod, mask, batchLo, batchHi, rowLo, rowHi,
-                       colLo, colHi, lq, lk);
+  return classifyRange(b, scoreMod, mask, batchLo, batchHi, rowLo, rowHi, colLo,
+                       colHi, lq, lk);
 }
 
 /// `while (lo < hi) (lo, hi) = step(lo, hi)` as an scf.while; the final
@@ -400,8 +396,8 @@ bisect(ImplicitLocOpBuilder &b, Value lo, Value hi,
 std::pair<Value, Value> gpu_lowering::trimHiddenTiles(
     ImplicitLocOpBuilder &b, Region &scoreMod, const IndexMask &mask,
     ArrayRef<Value> batchLo, ArrayRef<Value> batchHi,
-    std::pair<Value, Value> range, Value q0,
-    int64_t blockRows, Value lq, Value lk, int64_t tileRows) {
+    std::pair<Value, Value> range, Value q0, int64_t blockRows, Value lq,
+    Value lk, int64_t tileRows) {
   // Bisection over runs of tiles, not a walk over tiles: a run of keys
   // is one interval to the analysis, so each step asks whether a whole run
   // is hidden, and a block's range is trimmed in 2·log2(tiles) steps of a
@@ -416,8 +412,8 @@ std::pair<Value, Value> gpu_lowering::trimHiddenTiles(
     Value colLo = arith::MulIOp::create(ib, a, t);
     Value colHi = arith::SubIOp::create(ib, arith::MulIOp::create(ib, c, t),
                                         constIdx(ib, 1));
-    return classifyRange(ib, scoreMod, mask, batchLo, batchHi, q0, rowHi,
-                         colLo, colHi, lq, lk)
+    return classifyRange(ib, scoreMod, mask, batchLo, batchHi, q0, rowHi, colLo,
+                         colHi, lq, lk)
         .empty;
   };
   // First: the largest lo with [range.first, lo) proven hidden, searched in

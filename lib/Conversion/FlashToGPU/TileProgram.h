@@ -170,8 +170,7 @@ Value inlineScoreMod(ImplicitLocOpBuilder &b, Region &scoreMod, Value score,
 /// can bound a block's query rows and batch indices (`classifiable`: the
 /// rows' queries and heads are known as ranges; not so where a packed
 /// layout's rows are not traced back to them); none otherwise.
-std::optional<IndexMask> kernelIndexMask(Region *scoreMod,
-                                         int64_t numBatchDims,
+std::optional<IndexMask> kernelIndexMask(Region *scoreMod, int64_t numBatchDims,
                                          bool classifiable);
 
 /// The index mask's classification of rows [rowLo, rowHi] and keys
@@ -187,12 +186,13 @@ TileClass classifyScoreTile(ImplicitLocOpBuilder &b, Region &scoreMod,
 /// that the index mask hides from rows [q0, q0 + blockRows) of batch
 /// indices in [batchLo, batchHi]: two bisections over runs of tiles, the
 /// same in every thread of the block.
-std::pair<Value, Value>
-trimHiddenTiles(ImplicitLocOpBuilder &b, Region &scoreMod,
-                const IndexMask &mask, ArrayRef<Value> batchLo,
-                ArrayRef<Value> batchHi, std::pair<Value, Value> range,
-                Value q0, int64_t blockRows, Value lq, Value lk,
-                int64_t tileRows);
+std::pair<Value, Value> trimHiddenTiles(ImplicitLocOpBuilder &b,
+                                        Region &scoreMod, const IndexMask &mask,
+                                        ArrayRef<Value> batchLo,
+                                        ArrayRef<Value> batchHi,
+                                        std::pair<Value, Value> range, Value q0,
+                                        int64_t blockRows, Value lq, Value lk,
+                                        int64_t tileRows);
 
 /// The element a score_mod's `read` of a capture takes, from the capture's
 /// memref (`captures`: the op's, in order) at `indices` (mapped).

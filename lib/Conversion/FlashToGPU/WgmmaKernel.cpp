@@ -516,11 +516,11 @@ std::array<Value, 2> WgmmaConsumer::softmax(Value t, SmallVectorImpl<Value> &sv,
                                      env.batchIdx, env.captures,
                                      /*needsMask=*/true);
   if (env.indexMask)
-    sc.indexFull = classifyScoreTile(b, *spec.scoreMod, *env.indexMask,
-                                     env.batchIdx, env.batchIdx, wgRowLo,
-                                     wgRowHi,
-                                     idxMul(b, t, BN), BN, env.qLen, env.lk)
-                       .full;
+    sc.indexFull =
+        classifyScoreTile(b, *spec.scoreMod, *env.indexMask, env.batchIdx,
+                          env.batchIdx, wgRowLo, wgRowHi, idxMul(b, t, BN), BN,
+                          env.qLen, env.lk)
+            .full;
   return maskedSoftmaxStep(b, sv, st, spec.scale, needsMask, sc);
 }
 
@@ -972,8 +972,8 @@ void WgmmaConsumer::mergeIfLast() {
           /*withElse=*/false);
       b.setInsertionPointToStart(in.thenBlock());
     }
-    Value x = fromF32(b, arith::MulFOp::create(b, merged.acc[i], res.inv),
-                      outElem);
+    Value x =
+        fromF32(b, arith::MulFOp::create(b, merged.acc[i], res.inv), outElem);
     Value p = LLVM::GEPOp::create(
         b, ptrTy, outElem, env.outPtr,
         ValueRange{toI64(b, idxAdd(b, idxMul(b, flatRow, dv), col))});
@@ -1063,8 +1063,7 @@ static void bindWorkItem(ImplicitLocOpBuilder &b, KernelEnv &env, Value qBlock,
   if (env.indexMask)
     std::tie(env.tBegin, env.tEnd) = trimHiddenTiles(
         b, *spec.scoreMod, *env.indexMask, env.batchIdx, env.batchIdx,
-        {env.tBegin, env.tEnd}, env.q0, cfg.blockM, env.lq, env.lk,
-        cfg.blockN);
+        {env.tBegin, env.tEnd}, env.q0, cfg.blockM, env.lq, env.lk, cfg.blockN);
   if (spec.splitKV) {
     // This split's tiles of that range; none is an empty range, whose rows
     // still write their partial (0, lse = -inf) for the combine.

@@ -73,9 +73,10 @@ static Value dynamicSizes(ImplicitLocOpBuilder &b, Value m3) {
       .getResult();
 }
 
-std::pair<Value, Value>
-gpu_lowering::tensorsOrStandIns(ImplicitLocOpBuilder &b, Value rows,
-                                Value standIn, Value a, Value b3) {
+std::pair<Value, Value> gpu_lowering::tensorsOrStandIns(ImplicitLocOpBuilder &b,
+                                                        Value rows,
+                                                        Value standIn, Value a,
+                                                        Value b3) {
   Value none =
       arith::CmpIOp::create(b, arith::CmpIPredicate::eq, rows, constIdx(b, 0));
   Value s = dynamicSizes(b, standIn);
@@ -357,8 +358,8 @@ static LogicalResult lowerToWgmmaLaunch(RewriterBase &rewriter, AttentionOp op,
   gpu::GPUFuncOp kernel = buildWgmmaKernel(rewriter, loc, gmod, cfg, spec);
   gpu::GPUFuncOp combine =
       spec.splitKV && !spec.fusedCombine
-          ? buildDecodeCombine(rewriter, loc, gmod, spec.outElemType, dv, o3, lse2,
-                               spec.sinksType)
+          ? buildDecodeCombine(rewriter, loc, gmod, spec.outElemType, dv, o3,
+                               lse2, spec.sinksType)
           : gpu::GPUFuncOp();
 
   // Host side.
@@ -401,7 +402,7 @@ static LogicalResult lowerToWgmmaLaunch(RewriterBase &rewriter, AttentionOp op,
       q3 = collapseBatchDims(b, q, nb);
     }
     auto [k3, v3] = tensorsOrStandIns(b, lk, q3, collapseBatchDims(b, k, nb),
-                                   collapseBatchDims(b, v, nb));
+                                      collapseBatchDims(b, v, nb));
     SmallVector<Value> args = {tmaDescriptor(b, q3, cfg.blockM),
                                tmaDescriptor(b, k3, cfg.blockN),
                                tmaDescriptor(b, v3, cfg.blockN), dataPointer(b, o)};
@@ -636,9 +637,9 @@ LogicalResult gpu_lowering::lowerPagedToWgmmaLaunch(
   gpu::GPUModuleOp gmod = newKernelModule(rewriter, op);
   gpu::GPUFuncOp kernel = buildWgmmaKernel(rewriter, loc, gmod, cfg, spec);
   gpu::GPUFuncOp combine =
-      spec.fusedCombine
-          ? gpu::GPUFuncOp()
-          : buildDecodeCombine(rewriter, loc, gmod, spec.outElemType, dv, o3, lse2);
+      spec.fusedCombine ? gpu::GPUFuncOp()
+                        : buildDecodeCombine(rewriter, loc, gmod,
+                                             spec.outElemType, dv, o3, lse2);
 
   rewriter.setInsertionPoint(op);
   Value zero = constIdx(b, 0);
