@@ -112,21 +112,9 @@ def run(out_md):
     i = torch.arange(N, device="cuda")[:, None]
     j = torch.arange(N, device="cuda")[None, :]
     for m in MASKS:
-        density = m(0, 0, i, j).float().mean().item()
-        ours = measure(lambda m=m: flash_mlir.attention(q, k, v, mask_mod=m))
-        bm = create_block_mask(m, None, None, N, N, device="cuda")
-        try:
-            fx = measure(lambda bm=bm: flex(q, k, v, block_mask=bm))
-            diff = (flex(q, k, v, block_mask=bm).float()
-                    - flash_mlir.attention(q, k, v, mask_mod=m).float()).abs().max().item()
-        except Exception as e:  # noqa: BLE001 - report and go on
-            print("flex", m.__name__, "failed:", str(e).splitlines()[0])
-            fx, diff = (float("nan"),) * 3, float("nan")
-        predicted = base[0] * density
-        lines.append("| %s | %.3f | %.0f | %.0f | %.0f | %.2f | %.0f | %.2f | %.3f |" % (
-            m.__name__, density, ours[0], ours[1], predicted, ours[0] / predicted, fx[0],
-            fx[0] / ours[0], diff))
-        print(lines[-1], flush=True)
+        lines.append(mask_row(flex, create_block_mask, measure, (q, k, v), m,
+                              m(0, 0, i, j).float().mean().item(), base[0], N, N,
+                              kernels="longest", digits=0))
     for db in DBATCHES:
         lines += decode_rows(torch, flex, create_block_mask, measure, db)
     text = "\n".join(lines) + "\n"
@@ -161,23 +149,34 @@ def decode_rows(torch, flex, create_block_mask, measure, db):
     j = torch.arange(DLK, device="cuda")[None, :]
     i = torch.zeros(1, 1, dtype=torch.long, device="cuda")
     for m in DECODE_MASKS:
-        density = m(0, 0, i, j).float().mean().item()
-        ours = measure(lambda m=m: flash_mlir.attention(q, k, v, mask_mod=m), kernels="all")
-        try:
-            bm = create_block_mask(m, None, None, 1, DLK, device="cuda")
-            fx = measure(lambda bm=bm: flex(q, k, v, block_mask=bm, enable_gqa=True),
-                         kernels="all")
-            diff = (flex(q, k, v, block_mask=bm, enable_gqa=True).float()
-                    - flash_mlir.attention(q, k, v, mask_mod=m).float()).abs().max().item()
-        except Exception as e:  # noqa: BLE001 - report and go on
-            print("flex", m.__name__, "failed:", str(e).splitlines()[0])
-            fx, diff = (float("nan"),) * 3, float("nan")
-        predicted = base[0] * density
-        lines.append("| %s | %.3f | %.1f | %.1f | %.1f | %.2f | %.1f | %.2f | %.3f |" % (
-            m.__name__, density, ours[0], ours[1], predicted, ours[0] / predicted, fx[0],
-            fx[0] / ours[0], diff))
-        print(lines[-1], flush=True)
+        lines.append(mask_row(flex, create_block_mask, measure, (q, k, v), m,
+                              m(0, 0, i, j).float().mean().item(), base[0], 1, DLK,
+                              kernels="all", digits=1, enable_gqa=True))
     return lines
+
+
+def mask_row(flex, create_block_mask, measure, qkv, m, density, base_us, lq, lk, kernels,
+             digits, **flex_kw):
+    """One table row: ours with mask_mod=m beside Flex with its block mask (built
+    outside the timing), the density's prediction from the unmasked time, and the
+    largest difference of the two outputs. Times printed with `digits` decimals."""
+    q, k, v = qkv
+    ours = measure(lambda: flash_mlir.attention(q, k, v, mask_mod=m), kernels=kernels)
+    try:
+        bm = create_block_mask(m, None, None, lq, lk, device="cuda")
+        fx = measure(lambda: flex(q, k, v, block_mask=bm, **flex_kw), kernels=kernels)
+        diff = (flex(q, k, v, block_mask=bm, **flex_kw).float()
+                - flash_mlir.attention(q, k, v, mask_mod=m).float()).abs().max().item()
+    except Exception as e:  # noqa: BLE001 - report and go on
+        print("flex", m.__name__, "failed:", str(e).splitlines()[0])
+        fx, diff = (float("nan"),) * 3, float("nan")
+    predicted = base_us * density
+    t = "%%.%df" % digits
+    line = ("| %s | %.3f | " + " | ".join([t] * 3) + " | %.2f | " + t + " | %.2f | %.3f |") % (
+        m.__name__, density, ours[0], ours[1], predicted, ours[0] / predicted, fx[0],
+        fx[0] / ours[0], diff)
+    print(line, flush=True)
+    return line
 
 
 def main():
