@@ -52,6 +52,12 @@ def dead_rows(b, h, i, j):
     return (i >= 250) & (j < i)
 
 
+# Sink keys and a local window (StreamingLLM): the visible tiles are the first and those
+# near the diagonal, and the loops step over the hidden run between them.
+def sinks_window(b, h, i, j):
+    return (j < 32) | ((j <= i + 300) & (i + 300 - j < 128))
+
+
 def per_head_chunks(b, h, i, j):
     return (i // (128 * (h // 2 + 1))) == (j // (128 * (h // 2 + 1)))
 
@@ -72,11 +78,17 @@ def decode_sink_and_chunk(b, h, i, j):
     return (j < 16) | ((i + 8999) // 2048 == j // 2048)
 
 
+# The same written negated: not (past the sinks and out of the window).
+def decode_sinks_window(b, h, i, j):
+    return ~((j >= 64) & (i + 8999 - j >= 1024))
+
+
 MASKS = {f.__name__: f for f in (chunked, chunked_aligned, prefix_lm, symmetric_window,
-                                 dilated, negated, dead_rows, per_head_chunks,
+                                 dilated, negated, dead_rows, sinks_window, per_head_chunks,
                                  decode_chunked, decode_chunked_per_head,
-                                 decode_sink_and_chunk)}
-DECODE = ("decode_chunked", "decode_chunked_per_head", "decode_sink_and_chunk")
+                                 decode_sink_and_chunk, decode_sinks_window)}
+DECODE = ("decode_chunked", "decode_chunked_per_head", "decode_sink_and_chunk",
+          "decode_sinks_window")
 
 # name -> (q, k, v shapes, dtype, mask, attention() keywords)
 CASES = {}
@@ -95,6 +107,10 @@ CASES.update({
                         "negated", {"kernel": "mma"}),
     "mma-dead-rows": ((2, 4, 500, 64), (2, 4, 700, 64), (2, 4, 700, 64), "bfloat16",
                       "dead_rows", {"kernel": "mma"}),
+    "mma-sinks-window-f16": ((2, 4, 700, 64), (2, 2, 1000, 64), (2, 2, 1000, 48), "float16",
+                             "sinks_window", {"kernel": "mma"}),
+    "portable-sinks-window": ((1, 4, 300, 64), (1, 2, 1000, 64), (1, 2, 1000, 48),
+                              "float32", "sinks_window", {"kernel": "portable"}),
     "portable-prefix": ((1, 4, 300, 64), (1, 2, 500, 64), (1, 2, 500, 48), "bfloat16",
                         "prefix_lm", {"kernel": "portable"}),
     "portable-symmetric": ((1, 4, 300, 64), (1, 2, 500, 64), (1, 2, 500, 48), "float32",
@@ -103,6 +119,11 @@ CASES.update({
                                "bfloat16", "decode_chunked", {"kernel": "splitkv"}),
     "splitkv-decode-per-head": ((2, 8, 2, 128), (2, 2, 4000, 128), (2, 2, 4000, 64),
                                 "bfloat16", "decode_chunked_per_head", {"kernel": "splitkv"}),
+    "splitkv-decode-sinks-window": ((2, 8, 1, 128), (2, 2, 9000, 128), (2, 2, 9000, 64),
+                                    "bfloat16", "decode_sinks_window", {"kernel": "splitkv"}),
+    "wgmma-decode-sinks-window": ((2, 8, 1, 128), (2, 2, 9000, 128), (2, 2, 9000, 128),
+                                  "bfloat16", "decode_sinks_window",
+                                  {"kernel": "wgmma", "split_kv": 5}),
     "auto-decode-sink-chunk-mqa-f16": ((1, 8, 1, 64), (1, 1, 9000, 64), (1, 1, 9000, 64),
                                        "float16", "decode_sink_and_chunk", {}),
 })

@@ -107,3 +107,111 @@ func.func @chunked_decode(%q: memref<2x8x1x64xbf16>, %k: memref<2x2x4096x64xbf16
   bufferization.materialize_in_destination %r in restrict writable %o : (tensor<2x8x1x64xbf16>, memref<2x8x1x64xbf16>) -> ()
   return
 }
+
+// -----
+
+// Sink keys plus a local window (StreamingLLM's pattern), written as a
+// disjunction: the visible tiles of a block are the first and the few near
+// its diagonal. Trimmed as a whole, the hidden middle would stay in the
+// loop; each side of the `or` is trimmed alone (four bisections), and the
+// loop steps over the gap between the two runs: step t is tile t before
+// the gap's start, t + its length from there.
+// PORT-LABEL: func.func @sinks_window(
+// PORT: gpu.func @kernel(
+// PORT-COUNT-4: scf.while
+// PORT: %[[GAP:.*]] = arith.maxsi %{{.*}}, %c0{{[_0-9]*}} : index
+// PORT: scf.for %[[STEP:.*]] = %{{.*}} to %{{.*}} step
+// PORT: %[[PAST:.*]] = arith.cmpi sge, %[[STEP]], %{{.*}} : index
+// PORT: %[[JUMP:.*]] = arith.select %[[PAST]], %[[GAP]], %{{.*}} : index
+// PORT: %[[TILE:.*]] = arith.addi %[[STEP]], %[[JUMP]] : index
+// PORT: arith.muli %[[TILE]], %{{.*}} : index
+// MMA-LABEL: func.func @sinks_window(
+// MMA: gpu.func @kernel(
+// MMA-COUNT-4: scf.while
+// MMA: scf.for %[[STEP:.*]] = %{{.*}} to %{{.*}} step
+// MMA: %[[PAST:.*]] = arith.cmpi sge, %[[STEP]], %{{.*}} : index
+// MMA: %[[JUMP:.*]] = arith.select %[[PAST]], %{{.*}}, %{{.*}} : index
+// MMA: %[[TILE:.*]] = arith.addi %[[STEP]], %[[JUMP]] : index
+// MMA: arith.muli %[[TILE]], %{{.*}} : index
+// MMA: nvvm.mma.sync
+// WGMMA-LABEL: func.func @sinks_window(
+// WGMMA: gpu.func @kernel(
+// WGMMA-COUNT-4: scf.while
+// WGMMA: nvvm.wgmma.mma_async
+// PTX-LABEL: llvm.func @sinks_window(
+// PTX: gpu.binary @flash_attention_0
+// PTX-SAME: .target sm_90a
+// PTX-NOT: .local
+func.func @sinks_window(%q: memref<2x4x300x64xbf16>, %k: memref<2x2x1000x64xbf16>,
+                        %v: memref<2x2x1000x64xbf16>, %o: memref<2x4x300x64xbf16>) {
+  %qt = bufferization.to_tensor %q restrict : memref<2x4x300x64xbf16> to tensor<2x4x300x64xbf16>
+  %kt = bufferization.to_tensor %k restrict : memref<2x2x1000x64xbf16> to tensor<2x2x1000x64xbf16>
+  %vt = bufferization.to_tensor %v restrict : memref<2x2x1000x64xbf16> to tensor<2x2x1000x64xbf16>
+  %ot = bufferization.to_tensor %o restrict writable : memref<2x4x300x64xbf16> to tensor<2x4x300x64xbf16>
+  %r = flash.attention ins(%qt, %kt, %vt : tensor<2x4x300x64xbf16>, tensor<2x2x1000x64xbf16>, tensor<2x2x1000x64xbf16>)
+         outs(%ot : tensor<2x4x300x64xbf16>) scale(0.125)
+         score_mod {
+         ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+           %c16 = arith.constant 16 : index
+           %c128 = arith.constant 128 : index
+           %c700 = arith.constant 700 : index
+           %pos = arith.addi %i, %c700 : index
+           %sink = arith.cmpi slt, %j, %c16 : index
+           %past = arith.cmpi sle, %j, %pos : index
+           %dist = arith.subi %pos, %j : index
+           %near = arith.cmpi slt, %dist, %c128 : index
+           %win = arith.andi %past, %near : i1
+           %vis = arith.ori %sink, %win : i1
+           %ninf = arith.constant 0xFF800000 : f32
+           %r = arith.select %vis, %s, %ninf : f32
+           flash.yield %r : f32
+         } -> tensor<2x4x300x64xbf16>
+  bufferization.materialize_in_destination %r in restrict writable %o : (tensor<2x4x300x64xbf16>, memref<2x4x300x64xbf16>) -> ()
+  return
+}
+
+// -----
+
+// The same pattern in decode, written with the mask negated (¬(a ∧ b) is
+// a disjunction too): the split-KV kernel's splits divide the steps of the
+// walk — the sink tiles and the window's, the gap's length taken off — and
+// each step's tile jumps the gap for the copies and the scores alike.
+// SPLIT-LABEL: func.func @sinks_window_decode(
+// SPLIT: gpu.func @kernel(
+// SPLIT-COUNT-4: scf.while
+// SPLIT: %[[GAP:.*]] = arith.maxsi %{{.*}}, %c0{{[_0-9]*}} : index
+// SPLIT: %[[STEPEND:.*]] = arith.subi %{{.*}}, %[[GAP]] : index
+// SPLIT: %[[WALKEND:.*]] = arith.maxsi %[[STEPEND]], %[[WALKBEGIN:.*]] : index
+// SPLIT: %[[STEPS:.*]] = arith.subi %[[WALKEND]], %[[WALKBEGIN]] : index
+// SPLIT: %[[VIS:.*]] = arith.maxsi %[[STEPS]]
+// SPLIT: arith.ceildivsi %[[VIS]], %grid_dim_x
+// SPLIT: arith.select %{{.*}}, %[[GAP]], %{{.*}} : index
+// SPLIT: scf.for
+// SPLIT: arith.select %{{.*}}, %[[GAP]], %{{.*}} : index
+// SPLIT: nvvm.mma.sync
+// SPLIT: gpu.func @combine(
+func.func @sinks_window_decode(%q: memref<2x8x1x64xbf16>, %k: memref<2x2x4096x64xbf16>,
+                               %v: memref<2x2x4096x64xbf16>, %o: memref<2x8x1x64xbf16>) {
+  %qt = bufferization.to_tensor %q restrict : memref<2x8x1x64xbf16> to tensor<2x8x1x64xbf16>
+  %kt = bufferization.to_tensor %k restrict : memref<2x2x4096x64xbf16> to tensor<2x2x4096x64xbf16>
+  %vt = bufferization.to_tensor %v restrict : memref<2x2x4096x64xbf16> to tensor<2x2x4096x64xbf16>
+  %ot = bufferization.to_tensor %o restrict writable : memref<2x8x1x64xbf16> to tensor<2x8x1x64xbf16>
+  %r = flash.attention ins(%qt, %kt, %vt : tensor<2x8x1x64xbf16>, tensor<2x2x4096x64xbf16>, tensor<2x2x4096x64xbf16>)
+         outs(%ot : tensor<2x8x1x64xbf16>) scale(0.125)
+         score_mod {
+         ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+           %c64 = arith.constant 64 : index
+           %c1024 = arith.constant 1024 : index
+           %c4095 = arith.constant 4095 : index
+           %pos = arith.addi %i, %c4095 : index
+           %later = arith.cmpi sge, %j, %c64 : index
+           %dist = arith.subi %pos, %j : index
+           %far = arith.cmpi sge, %dist, %c1024 : index
+           %hidden = arith.andi %later, %far : i1
+           %ninf = arith.constant 0xFF800000 : f32
+           %r = arith.select %hidden, %ninf, %s : f32
+           flash.yield %r : f32
+         } -> tensor<2x8x1x64xbf16>
+  bufferization.materialize_in_destination %r in restrict writable %o : (tensor<2x8x1x64xbf16>, memref<2x8x1x64xbf16>) -> ()
+  return
+}

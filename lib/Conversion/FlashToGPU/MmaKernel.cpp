@@ -117,10 +117,11 @@ static gpu::GPUFuncOp buildMmaKernel(OpBuilder &ob, Location loc,
   std::optional<IndexMask> indexMask =
       kernelIndexMask(spec.scoreMod, spec.numBatchDims,
                       !spec.varlen && !spec.pageSize);
+  TileWalk walk{tBegin, tEnd, Value(), Value()};
   if (indexMask)
-    std::tie(tBegin, tEnd) = trimHiddenTiles(
-        b, *spec.scoreMod, *indexMask, heads.batchIdx, heads.batchIdx,
-        {tBegin, tEnd}, q0, kRowsPerBlock, lq, lk, T);
+    walk = trimHiddenTiles(b, *spec.scoreMod, *indexMask, heads.batchIdx,
+                           heads.batchIdx, {tBegin, tEnd}, q0, kRowsPerBlock,
+                           lq, lk, T);
   Value diagOff = maskDiagonalOffset(b, spec.mask, lq, lk);
   Value warpRowHi = arith::MinSIOp::create(
       b, arith::AddIOp::create(b, rowBase, constIdx(b, kRowsPerWarp - 1)),
@@ -132,10 +133,11 @@ static gpu::GPUFuncOp buildMmaKernel(OpBuilder &ob, Location loc,
   Value threads = constIdx(b, 32 * kWarps);
 
   auto loop = scf::ForOp::create(
-      b, tBegin, tEnd, one, init,
-      [&](OpBuilder &nb, Location l, Value tIdx, ValueRange st) {
+      b, walk.begin, walk.end, one, init,
+      [&](OpBuilder &nb, Location l, Value step, ValueRange st) {
         ImplicitLocOpBuilder ib(l, nb);
-        Value j0 = arith::MulIOp::create(ib, tIdx, constIdx(ib, T));
+        Value j0 =
+            arith::MulIOp::create(ib, walk.tile(ib, step), constIdx(ib, T));
         // Stage K and V: all threads, consecutive elements of a row;
         // keys past Lk repeat the last key (masked below).
         gpu::BarrierOp::create(ib);

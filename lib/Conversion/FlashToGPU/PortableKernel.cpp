@@ -158,22 +158,24 @@ static gpu::GPUFuncOp buildPortableKernel(OpBuilder &ob, Location loc,
 
   auto [tBegin, tEnd] =
       visibleTileRange(b, spec.mask, q0, kRowsPerBlock, lq, lk, T);
-  // Tiles hidden at either end by a score_mod's mask of the indices alone
-  // are skipped as well.
+  TileWalk walk{tBegin, tEnd, Value(), Value()};
+  // Tiles hidden by a score_mod's mask of the indices alone are skipped as
+  // well.
   if (std::optional<IndexMask> indexMask = kernelIndexMask(
           spec.scoreMod, spec.numBatchDims, !spec.varlen && !spec.pageSize))
-    std::tie(tBegin, tEnd) = trimHiddenTiles(
-        b, *spec.scoreMod, *indexMask, heads.batchIdx, heads.batchIdx,
-        {tBegin, tEnd}, q0, kRowsPerBlock, lq, lk, T);
+    walk = trimHiddenTiles(b, *spec.scoreMod, *indexMask, heads.batchIdx,
+                           heads.batchIdx, {tBegin, tEnd}, q0, kRowsPerBlock,
+                           lq, lk, T);
   Value negInf = constF32(b, -std::numeric_limits<double>::infinity());
   Value log2e = constF32(b, 1.0 / std::log(2.0));
   Value threads = constIdx(b, kRowsPerBlock);
   Value lkLast = arith::SubIOp::create(b, lk, one);
 
   auto tiles = forLoop(
-      b, tBegin, tEnd, one, {negInf, zf},
-      [&](ImplicitLocOpBuilder &ib, Value t, ValueRange st) {
-        Value j0 = arith::MulIOp::create(ib, t, constIdx(ib, T));
+      b, walk.begin, walk.end, one, {negInf, zf},
+      [&](ImplicitLocOpBuilder &ib, Value step, ValueRange st) {
+        Value j0 =
+            arith::MulIOp::create(ib, walk.tile(ib, step), constIdx(ib, T));
         // Stage the tile: all threads, coalesced along the head dim; keys
         // past Lk read the last key (their scores are masked below).
         gpu::BarrierOp::create(ib);

@@ -262,6 +262,7 @@ gpu::GPUFuncOp gpu_lowering::buildSplitKVKernel(OpBuilder &ob, Location loc,
   int64_t blockQueries = (cfg.rowsPerBlock() - 1) / G + 2;
   auto [vBegin, vEnd] =
       visibleTileRange(b, spec.mask, q0, blockQueries, lq, lk, T);
+  TileWalk walk{vBegin, vEnd, Value(), Value()};
   // A score_mod's mask of the indices alone sorts tiles too: the block's
   // rows are queries [q0, q0 + blockQueries) of the G query heads of its
   // K/V head, which bound the batch indices the mask may read (the outer
@@ -270,37 +271,21 @@ gpu::GPUFuncOp gpu_lowering::buildSplitKVKernel(OpBuilder &ob, Location loc,
       kernelIndexMask(spec.scoreMod, spec.numBatchDims,
                       /*classifiable=*/spec.pageSize == 0);
   SmallVector<Value> blockBatchLo, blockBatchHi;
-  Value nT = arith::CeilDivSIOp::create(b, lk, constIdx(b, T));
-  Value sBegin, sEnd;
   if (indexMask) {
     Value head0 = arith::MulIOp::create(b, kvbh, constIdx(b, G));
     blockBatchLo = batchIndices(b, head0, args.batchSizes);
     blockBatchHi =
         batchIndices(b, arith::AddIOp::create(b, head0, constIdx(b, G - 1)),
                      args.batchSizes);
-    std::tie(vBegin, vEnd) = trimHiddenTiles(
-        b, *spec.scoreMod, *indexMask, blockBatchLo, blockBatchHi,
-        {vBegin, vEnd}, q0, blockQueries, lq, lk, T);
+    walk = trimHiddenTiles(b, *spec.scoreMod, *indexMask, blockBatchLo,
+                           blockBatchHi, {vBegin, vEnd}, q0, blockQueries, lq,
+                           lk, T);
   }
-  if (indexMask || (spec.mask && !spec.mask.isNone())) {
-    // The splits divide the visible tiles, not the whole key range: a
-    // window or a chunk of a long cache keeps every split busy.
-    Value visible =
-        arith::MaxSIOp::create(b, arith::SubIOp::create(b, vEnd, vBegin), zero);
-    Value per = arith::MaxSIOp::create(
-        b, arith::CeilDivSIOp::create(b, visible, splits), one);
-    sBegin =
-        arith::AddIOp::create(b, vBegin, arith::MulIOp::create(b, split, per));
-    sEnd =
-        arith::MinSIOp::create(b, arith::AddIOp::create(b, sBegin, per), vEnd);
-  } else {
-    sBegin = arith::MulIOp::create(b, split, tilesPerSplit);
-    sEnd = arith::MinSIOp::create(
-        b, arith::AddIOp::create(b, sBegin, tilesPerSplit), nT);
-  }
-  Value tBegin = arith::MaxSIOp::create(b, vBegin, sBegin);
-  Value tEnd = arith::MaxSIOp::create(
-      b, arith::MinSIOp::create(b, vEnd, sEnd), tBegin);
+  // This CTA's steps of the walk.
+  Value tBegin, tEnd;
+  std::tie(tBegin, tEnd) = splitShare(
+      b, walk.begin, walk.end, splits, split, tilesPerSplit,
+      /*divideVisible=*/indexMask || (spec.mask && !spec.mask.isNone()));
   Value nLocal = arith::SubIOp::create(b, tEnd, tBegin);
 
   auto tokenTy = nvgpu::DeviceAsyncTokenType::get(ctx);
@@ -410,7 +395,7 @@ gpu::GPUFuncOp gpu_lowering::buildSplitKVKernel(OpBuilder &ob, Location loc,
         /*withElse=*/false);
     OpBuilder::InsertionGuard gd(ib);
     ib.setInsertionPointToStart(in.thenBlock());
-    loadTile(ib, arith::AddIOp::create(ib, tBegin, i),
+    loadTile(ib, walk.tile(ib, arith::AddIOp::create(ib, tBegin, i)),
              arith::RemUIOp::create(ib, i, constIdx(ib, S)));
   };
   for (int64_t s = 0; s + 1 < S; ++s) {
@@ -447,7 +432,7 @@ gpu::GPUFuncOp gpu_lowering::buildSplitKVKernel(OpBuilder &ob, Location loc,
         loadIfInRange(ib, arith::AddIOp::create(ib, it, constIdx(ib, S - 1)));
         commit(ib);
         Value st = arith::RemUIOp::create(ib, it, constIdx(ib, S));
-        Value tile = arith::AddIOp::create(ib, tBegin, it);
+        Value tile = walk.tile(ib, arith::AddIOp::create(ib, tBegin, it));
         Value colBase = arith::AddIOp::create(
             ib, arith::MulIOp::create(ib, tile, constIdx(ib, T)), warpKey0);
 

@@ -393,11 +393,13 @@ bisect(ImplicitLocOpBuilder &b, Value lo, Value hi,
   return {loop.getResult(0), loop.getResult(1)};
 }
 
-std::pair<Value, Value> gpu_lowering::trimHiddenTiles(
-    ImplicitLocOpBuilder &b, Region &scoreMod, const IndexMask &mask,
-    ArrayRef<Value> batchLo, ArrayRef<Value> batchHi,
-    std::pair<Value, Value> range, Value q0, int64_t blockRows, Value lq,
-    Value lk, int64_t tileRows) {
+/// `range` without the tiles at either end that `mask` hides from rows
+/// [q0, q0 + blockRows) of batch indices in [batchLo, batchHi].
+static std::pair<Value, Value>
+trimEnds(ImplicitLocOpBuilder &b, Region &scoreMod, const IndexMask &mask,
+         ArrayRef<Value> batchLo, ArrayRef<Value> batchHi,
+         std::pair<Value, Value> range, Value q0, int64_t blockRows, Value lq,
+         Value lk, int64_t tileRows) {
   // Bisection over runs of tiles, not a walk over tiles: a run of keys
   // is one interval to the analysis, so each step asks whether a whole run
   // is hidden, and a block's range is trimmed in 2·log2(tiles) steps of a
@@ -451,6 +453,88 @@ std::pair<Value, Value> gpu_lowering::trimHiddenTiles(
              })
           .second;
   return {begin, stop};
+}
+
+Value TileWalk::tile(ImplicitLocOpBuilder &b, Value t) const {
+  if (!gapAt)
+    return t;
+  Value past = arith::CmpIOp::create(b, arith::CmpIPredicate::sge, t, gapAt);
+  return arith::AddIOp::create(
+      b, t, arith::SelectOp::create(b, past, gapLen, constIdx(b, 0)));
+}
+
+TileWalk gpu_lowering::trimHiddenTiles(ImplicitLocOpBuilder &b,
+                                       Region &scoreMod, const IndexMask &mask,
+                                       ArrayRef<Value> batchLo,
+                                       ArrayRef<Value> batchHi,
+                                       std::pair<Value, Value> range, Value q0,
+                                       int64_t blockRows, Value lq, Value lk,
+                                       int64_t tileRows) {
+  auto trim = [&](const IndexMask &m) {
+    return trimEnds(b, scoreMod, m, batchLo, batchHi, range, q0, blockRows, lq,
+                    lk, tileRows);
+  };
+  std::optional<std::pair<IndexMask, IndexMask>> sides = splitDisjunction(mask);
+  if (!sides) {
+    auto [begin, end] = trim(mask);
+    return {begin, end, Value(), Value()};
+  }
+  // Every tile the mask shows, one side shows, and lies in that side's
+  // trimmed run: the walk covers both runs, and the tiles between them when
+  // they are apart (the second side's bisections are on the whole range,
+  // not after the first's, since either run may come first).
+  auto [aBegin, aEnd] = trim(sides->first);
+  auto [cBegin, cEnd] = trim(sides->second);
+  using P = arith::CmpIPredicate;
+  Value aNone = arith::CmpIOp::create(b, P::sge, aBegin, aEnd);
+  Value cNone = arith::CmpIOp::create(b, P::sge, cBegin, cEnd);
+  // An empty run takes the other's place, so the two runs are (lo, hi)
+  // in order of their first tile.
+  aBegin = arith::SelectOp::create(b, aNone, cBegin, aBegin);
+  aEnd = arith::SelectOp::create(b, aNone, cEnd, aEnd);
+  cBegin = arith::SelectOp::create(b, cNone, aBegin, cBegin);
+  cEnd = arith::SelectOp::create(b, cNone, aEnd, cEnd);
+  Value aFirst = arith::CmpIOp::create(b, P::sle, aBegin, cBegin);
+  Value loBegin = arith::SelectOp::create(b, aFirst, aBegin, cBegin);
+  Value loEnd = arith::SelectOp::create(b, aFirst, aEnd, cEnd);
+  Value hiBegin = arith::SelectOp::create(b, aFirst, cBegin, aBegin);
+  Value hiEnd = arith::SelectOp::create(b, aFirst, cEnd, aEnd);
+  // The gap [loEnd, hiBegin) when the runs are apart; when they overlap,
+  // one run from the first's start to the later end.
+  Value end = arith::MaxSIOp::create(b, loEnd, hiEnd);
+  Value gapLen = arith::MaxSIOp::create(
+      b, arith::SubIOp::create(b, hiBegin, loEnd), constIdx(b, 0));
+  // Both empty: loBegin >= loEnd, and the walk is empty.
+  Value stepEnd =
+      arith::MaxSIOp::create(b, arith::SubIOp::create(b, end, gapLen), loBegin);
+  return {loBegin, stepEnd, loEnd, gapLen};
+}
+
+std::pair<Value, Value> gpu_lowering::splitShare(ImplicitLocOpBuilder &b,
+                                                 Value stepBegin, Value stepEnd,
+                                                 Value splits, Value split,
+                                                 Value tilesPerSplit,
+                                                 bool divideVisible) {
+  Value sBegin, sEnd;
+  if (divideVisible) {
+    Value zero = constIdx(b, 0), one = constIdx(b, 1);
+    Value steps = arith::MaxSIOp::create(
+        b, arith::SubIOp::create(b, stepEnd, stepBegin), zero);
+    Value per = arith::MaxSIOp::create(
+        b, arith::CeilDivSIOp::create(b, steps, splits), one);
+    sBegin = arith::AddIOp::create(b, stepBegin,
+                                   arith::MulIOp::create(b, split, per));
+    sEnd = arith::AddIOp::create(b, sBegin, per);
+  } else {
+    sBegin = arith::MulIOp::create(b, split, tilesPerSplit);
+    sEnd = arith::AddIOp::create(b, sBegin, tilesPerSplit);
+  }
+  // An empty share is an empty range, whose rows still write their partial
+  // (0, lse = -inf) for the combine.
+  Value begin = arith::MaxSIOp::create(b, stepBegin, sBegin);
+  Value end = arith::MaxSIOp::create(
+      b, arith::MinSIOp::create(b, stepEnd, sEnd), begin);
+  return {begin, end};
 }
 
 Value gpu_lowering::loadCapture(OpBuilder &b, ArrayRef<Value> captures,

@@ -161,10 +161,11 @@ Value inlineScoreMod(ImplicitLocOpBuilder &b, Region &scoreMod, Value score,
 //
 // A score_mod that masks by its indices alone sorts tiles as the structured
 // masks do: the kernels start and stop their key loop at the first and last
-// tile it may show (trimHiddenTiles; a hidden tile between them is masked
-// per element, since the K/V ring's slots follow the tile count), and a
-// tile it shows whole takes the mask-free softmax with the score_mod minus
-// its mask (ScoreContext::indexFull).
+// tile it may show, and step over the hidden run between two runs it shows
+// where the mask is a disjunction (trimHiddenTiles, TileWalk); a hidden
+// tile the analysis cannot separate is masked per element. A tile it shows
+// whole takes the mask-free softmax with the score_mod minus its mask
+// (ScoreContext::indexFull).
 
 /// The index mask of a kernel's score_mod (null: none), where the kernel
 /// can bound a block's query rows and batch indices (`classifiable`: the
@@ -182,17 +183,39 @@ TileClass classifyScoreTile(ImplicitLocOpBuilder &b, Region &scoreMod,
                             ArrayRef<Value> batchHi, Value rowLo, Value rowHi,
                             Value colLo, int64_t cols, Value lq, Value lk);
 
-/// `range` (of tiles of `tileRows` keys) without the tiles at either end
-/// that the index mask hides from rows [q0, q0 + blockRows) of batch
-/// indices in [batchLo, batchHi]: two bisections over runs of tiles, the
-/// same in every thread of the block.
-std::pair<Value, Value> trimHiddenTiles(ImplicitLocOpBuilder &b,
-                                        Region &scoreMod, const IndexMask &mask,
-                                        ArrayRef<Value> batchLo,
-                                        ArrayRef<Value> batchHi,
-                                        std::pair<Value, Value> range, Value q0,
-                                        int64_t blockRows, Value lq, Value lk,
-                                        int64_t tileRows);
+/// The key tiles a block visits, as the steps [begin, end) of its loop:
+/// step t is tile t up to `gapAt`, and tile t + gapLen from there, so the
+/// steps jump over a hidden run between two visible ones. Loop bounds, K/V
+/// ring slots and the splits' shares follow the steps; key coordinates
+/// follow tile(t). Without a gap (null) a step is its tile.
+struct TileWalk {
+  Value begin, end;
+  Value gapAt, gapLen;
+
+  /// The tile of step `t`.
+  Value tile(ImplicitLocOpBuilder &b, Value t) const;
+};
+
+/// The walk over `range` (of tiles of `tileRows` keys) without the tiles
+/// the index mask hides from rows [q0, q0 + blockRows) of batch indices in
+/// [batchLo, batchHi]: at either end, and between two runs it shows where
+/// it is a disjunction (splitDisjunction; each side's range trimmed alone,
+/// the gap between them skipped). Bisections over runs of tiles, the same
+/// in every thread of the block.
+TileWalk trimHiddenTiles(ImplicitLocOpBuilder &b, Region &scoreMod,
+                         const IndexMask &mask, ArrayRef<Value> batchLo,
+                         ArrayRef<Value> batchHi, std::pair<Value, Value> range,
+                         Value q0, int64_t blockRows, Value lq, Value lk,
+                         int64_t tileRows);
+
+/// One split's share [begin, end) of a walk's steps [stepBegin, stepEnd)
+/// in a split-KV kernel. With `divideVisible` (a mask trimmed the range:
+/// a window or a chunk of a long cache would leave most fixed shares
+/// empty) the `splits` splits divide the steps evenly; otherwise split s
+/// takes tiles [s·tilesPerSplit, (s + 1)·tilesPerSplit), the host's plan.
+std::pair<Value, Value> splitShare(ImplicitLocOpBuilder &b, Value stepBegin,
+                                   Value stepEnd, Value splits, Value split,
+                                   Value tilesPerSplit, bool divideVisible);
 
 /// The element a score_mod's `read` of a capture takes, from the capture's
 /// memref (`captures`: the op's, in order) at `indices` (mapped).

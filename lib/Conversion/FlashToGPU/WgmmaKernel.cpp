@@ -45,7 +45,10 @@ struct KernelEnv {
   // A varlen batch: the sequence's first query and key token, and the token
   // count (lq, lk are the sequence's own lengths then).
   Value qOff, kOff, tq;
-  Value tBegin, tEnd;
+  // The item's steps over its key tiles, and the hidden run they jump
+  // over (TileWalk; null without one): loops and ring slots follow the
+  // steps, key coordinates keyTile(t).
+  Value tBegin, tEnd, gapAt, gapLen;
   // The decode form: the partials, the split count and this CTA's split.
   Value oPartPtr, lsePartPtr, splits, split;
   // With spec.fusedCombine: the arrival counters (global i32 per row block).
@@ -67,6 +70,11 @@ struct KernelEnv {
   SmallVector<Value> batchIdx; // bh delinearised over the query batch dims
   // The score_mod's mask of the indices alone, where tiles are sorted by it.
   std::optional<IndexMask> indexMask;
+
+  /// The key tile of step `t`.
+  Value keyTile(ImplicitLocOpBuilder &b, Value t) const {
+    return TileWalk{tBegin, tEnd, gapAt, gapLen}.tile(b, t);
+  }
 };
 } // namespace
 
@@ -153,7 +161,7 @@ static void buildProducer(ImplicitLocOpBuilder &b, KernelEnv &env) {
   Value i = idxAdd(b, arith::SubIOp::create(b, t, env.tBegin), env.tileBase);
   Value s = arith::RemUIOp::create(b, i, constIdx(b, S));
   Value n = arith::DivUIOp::create(b, i, constIdx(b, S));
-  Value row = idxMul(b, t, cfg.blockN);
+  Value row = idxMul(b, env.keyTile(b, t), cfg.blockN);
   // A paged tile is boxes of `box` keys, each from its own page. The table
   // reads are issued before the wait for the slot, which hides them.
   int64_t box = spec.pageSize > 0 ? pagedBoxRows(cfg, spec) : cfg.blockN;
@@ -431,7 +439,8 @@ Value WgmmaConsumer::waitFull(Value t) {
 /// stores are ordered before wgmma's reads by fence.proxy.async and the
 /// warpgroup's barrier.
 void WgmmaConsumer::zeroValueTail(Value t, Value s) {
-  Value live = arith::SubIOp::create(b, env.lk, idxMul(b, t, BN));
+  Value live =
+      arith::SubIOp::create(b, env.lk, idxMul(b, env.keyTile(b, t), BN));
   Value crosses =
       arith::CmpIOp::create(b, arith::CmpIPredicate::slt, live, constIdx(b, BN));
   auto ifTail = scf::IfOp::create(b, crosses, /*withElse=*/false);
@@ -509,18 +518,18 @@ void WgmmaConsumer::issuePV(SmallVector<Value> &O, ArrayRef<Value> aRegs,
 /// Softmax of one tile: p (in sv), the new row state, and returns alpha.
 std::array<Value, 2> WgmmaConsumer::softmax(Value t, SmallVectorImpl<Value> &sv,
                                             RowState &st) {
-  Value needsMask = tileNeedsElementMask(b, spec.mask, idxMul(b, t, BN), BN,
-                                         wgRowLo, wgRowHi, env.lk, diagOff);
-  ScoreContext sc = makeScoreContext(b, spec.mask, spec.scoreMod, maskRows,
-                                     idxMul(b, t, BN), laneCol, env.qLen, env.lk,
-                                     env.batchIdx, env.captures,
-                                     /*needsMask=*/true);
+  Value col0 = idxMul(b, env.keyTile(b, t), BN);
+  Value needsMask = tileNeedsElementMask(b, spec.mask, col0, BN, wgRowLo,
+                                         wgRowHi, env.lk, diagOff);
+  ScoreContext sc =
+      makeScoreContext(b, spec.mask, spec.scoreMod, maskRows, col0, laneCol,
+                       env.qLen, env.lk, env.batchIdx, env.captures,
+                       /*needsMask=*/true);
   if (env.indexMask)
-    sc.indexFull =
-        classifyScoreTile(b, *spec.scoreMod, *env.indexMask, env.batchIdx,
-                          env.batchIdx, wgRowLo, wgRowHi, idxMul(b, t, BN), BN,
-                          env.qLen, env.lk)
-            .full;
+    sc.indexFull = classifyScoreTile(b, *spec.scoreMod, *env.indexMask,
+                                     env.batchIdx, env.batchIdx, wgRowLo,
+                                     wgRowHi, col0, BN, env.qLen, env.lk)
+                       .full;
   return maskedSoftmaxStep(b, sv, st, spec.scale, needsMask, sc);
 }
 
@@ -1060,19 +1069,21 @@ static void bindWorkItem(ImplicitLocOpBuilder &b, KernelEnv &env, Value qBlock,
   else
     std::tie(env.tBegin, env.tEnd) = visibleTileRange(
         b, spec.mask, env.q0, cfg.blockM, env.lq, env.lk, cfg.blockN);
-  if (env.indexMask)
-    std::tie(env.tBegin, env.tEnd) = trimHiddenTiles(
+  env.gapAt = env.gapLen = Value();
+  if (env.indexMask) {
+    TileWalk walk = trimHiddenTiles(
         b, *spec.scoreMod, *env.indexMask, env.batchIdx, env.batchIdx,
         {env.tBegin, env.tEnd}, env.q0, cfg.blockM, env.lq, env.lk, cfg.blockN);
-  if (spec.splitKV) {
-    // This split's tiles of that range; none is an empty range, whose rows
-    // still write their partial (0, lse = -inf) for the combine.
-    Value lo = arith::MulIOp::create(b, env.split, tilesPerSplit);
-    Value hi = idxAdd(b, lo, tilesPerSplit);
-    env.tBegin = arith::MaxSIOp::create(b, env.tBegin, lo);
-    env.tEnd = arith::MaxSIOp::create(
-        b, arith::MinSIOp::create(b, env.tEnd, hi), env.tBegin);
+    env.tBegin = walk.begin;
+    env.tEnd = walk.end;
+    env.gapAt = walk.gapAt;
+    env.gapLen = walk.gapLen;
   }
+  // This split's steps of that walk.
+  if (spec.splitKV)
+    std::tie(env.tBegin, env.tEnd) = splitShare(
+        b, env.tBegin, env.tEnd, env.splits, env.split, tilesPerSplit,
+        /*divideVisible=*/env.indexMask || (spec.mask && !spec.mask.isNone()));
 }
 
 gpu::GPUFuncOp gpu_lowering::buildWgmmaKernel(OpBuilder &ob, Location loc,

@@ -144,6 +144,33 @@ std::optional<IndexMask> mlir::flash::findIndexMask(Region &scoreMod,
   return mask;
 }
 
+std::optional<std::pair<IndexMask, IndexMask>>
+mlir::flash::splitDisjunction(const IndexMask &mask) {
+  for (auto [k, term] : llvm::enumerate(mask.terms)) {
+    // A term allows the score where its predicate is true (false when
+    // negated): an `or`, or a negated `and` (¬(a ∧ b) = ¬a ∨ ¬b), allows it
+    // where either side does. The sides read indices alone, as the whole.
+    // `x ^ true` (Python's `~`) is a negation.
+    Value pred = term.predicate;
+    bool negated = term.negated;
+    while (auto x = pred.getDefiningOp<arith::XOrIOp>()) {
+      if (!matchPattern(x.getRhs(), m_One()))
+        break;
+      pred = x.getLhs();
+      negated = !negated;
+    }
+    Operation *def = pred.getDefiningOp();
+    if (!(negated ? isa_and_nonnull<arith::AndIOp>(def)
+                  : isa_and_nonnull<arith::OrIOp>(def)))
+      continue;
+    std::pair<IndexMask, IndexMask> sides{mask, mask};
+    sides.first.terms[k] = {def->getOperand(0), negated};
+    sides.second.terms[k] = {def->getOperand(1), negated};
+    return sides;
+  }
+  return std::nullopt;
+}
+
 namespace {
 /// Emits the interval of each value of a predicate's slice.
 class IntervalEmitter {

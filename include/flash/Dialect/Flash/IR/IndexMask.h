@@ -51,6 +51,15 @@ struct IndexMask {
 /// op with no interval rule.
 std::optional<IndexMask> findIndexMask(Region &scoreMod, unsigned numIndices);
 
+/// The mask as two masks whose union it is, where one of its terms is a
+/// disjunction — `a | b`, or a negated `a & b` — : the same terms with that
+/// one replaced by each side; none when no term is. A run of key tiles the
+/// mask hides may lie between runs it shows (attention sinks and a local
+/// window over a long cache); each side hides one end of it, so trimming
+/// each side's range finds it.
+std::optional<std::pair<IndexMask, IndexMask>>
+splitDisjunction(const IndexMask &mask);
+
 /// The classification of one tile, as i1 values: `empty` when the mask
 /// allows no element of it, `full` when it allows every element.
 struct TileClass {
