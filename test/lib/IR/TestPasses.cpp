@@ -4,4 +4,5 @@
 void mlir::flash::test::registerTestPasses() {
   registerTestRoundTripPass();
   registerTestRaiseCensusPass();
+  registerTestTileWalkPass();
 }

@@ -12,6 +12,7 @@ std::unique_ptr<Pass> createTestRoundTripPass();
 void registerTestPasses();
 void registerTestRoundTripPass();
 void registerTestRaiseCensusPass();
+void registerTestTileWalkPass();
 } // namespace flash::test
 } // namespace mlir
 
