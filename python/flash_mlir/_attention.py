@@ -694,17 +694,42 @@ def _plain_key(q, k, v, scale, causal, window, align, return_lse):
         return None
 
 
-def _plain_launch(entry, q, k, v):
+def _flex_call_key(plain, score_mod, mask_mod, args, sinks):
+    """The key of a Flex-style call (score_mod=, mask_mod=, their arrays, sinks) on
+    top of its plain key, and the arrays the kernel reads after the outputs, in
+    order: score_mod_args, the arrays score_mod then mask_mod read from their
+    closures and globals, sinks. None where the general path must decide: a
+    function traced on every call, an array that is no CUDA tensor or that
+    autograd sees."""
+    from . import score
+    s_key, s_found = score.function_scan(score_mod)
+    m_key, m_found = score.function_scan(mask_mod)
+    if (score_mod is not None and s_key is None) or (mask_mod is not None and m_key is None):
+        return None
+    extra = tuple(args) + tuple(a for _, a in s_found) + tuple(a for _, a in m_found)
+    if sinks is not None:
+        extra += (sinks,)
+    try:
+        sigs = tuple((a.dtype, a.shape, a.get_device(), a.requires_grad) for a in extra)
+    except AttributeError:  # not a torch tensor
+        return None
+    if any(sig[2] < 0 or sig[3] for sig in sigs):
+        return None
+    return (plain, s_key, m_key, len(args), sinks is not None, sigs), extra
+
+
+def _plain_launch(entry, q, k, v, captures=()):
     launch, stream, o_shape, l_shape = entry
     q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
     out = q.new_empty(o_shape)
     device = q.get_device()
+    caps = tuple(c.contiguous() for c in captures)
     if l_shape is None:
-        launch((q, k, v, out), stream(device), device)
+        launch((q, k, v, out) + caps, stream(device), device)
         return out
     import torch
     lse = q.new_empty(l_shape, dtype=torch.float32)
-    launch((q, k, v, out, lse), stream(device), device)
+    launch((q, k, v, out, lse) + caps, stream(device), device)
     return out, lse
 
 
@@ -995,6 +1020,21 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align=None,
         entry = _plain_calls.get(plain) if plain is not None else None
         if entry is not None:
             return _plain_launch(entry, q, k, v)
+    # The same for a Flex-style call: its functions' keys (code, closure values,
+    # the arrays' shapes) and its arrays' types and devices join the key; the
+    # arrays themselves are read afresh, as the kernel's captures.
+    flex_plain = None
+    if (score_mod is not None or mask_mod is not None) and not options and out is None and \
+            cache and not dynamic and pipeline is None and bias is None and softcap is None \
+            and alibi_slopes is None and block_table is None and seq_lens is None and \
+            cu_seqlens_q is None and cu_seqlens_k is None and \
+            not (mask_mod is not None and (causal or window is not None)):
+        base = _plain_key(q, k, v, scale, causal, window, align, return_lse)
+        flex_plain = None if base is None else _flex_call_key(
+            base, score_mod, mask_mod, score_mod_args, sinks)
+        entry = _plain_calls.get(flex_plain[0]) if flex_plain is not None else None
+        if entry is not None:
+            return _plain_launch(entry, q, k, v, flex_plain[1])
     # A kernel already built is found by what determines it — the arrays'
     # types, shapes and dtypes and the arguments — without generating and
     # hashing its IR on every call.
@@ -1154,12 +1194,18 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align=None,
     if sinks is not None:
         # The kernel's last argument, after the captures.
         captures = tuple(captures) + (sinks,)
-    if plain is not None and kind == "torch-cuda":
+    if (plain is not None or flex_plain is not None) and kind == "torch-cuda":
         res = kernel(q, k, v, out, captures=captures)
         if kernel._launch is not None:
             o_shape = tuple(q.shape[:-1]) + (v.shape[-1],)
-            _plain_calls[plain] = (kernel._launch, kernel._stream, o_shape,
-                                   o_shape[:-1] if return_lse else None)
+            entry = (kernel._launch, kernel._stream, o_shape,
+                     o_shape[:-1] if return_lse else None)
+            if flex_plain is None:
+                _plain_calls[plain] = entry
+            elif len(flex_plain[1]) == len(captures) and \
+                    all(a is c for a, c in zip(flex_plain[1], captures)):
+                # The fast path passes the same arrays in the same order.
+                _plain_calls[flex_plain[0]] = entry
         return res
     if kind == "torch-cpu":
         import torch

@@ -408,15 +408,7 @@ def _is_array(x):
 def free_arrays(fn):
     """The arrays `fn` reads from its closure cells and its module's globals, as
     [(("cell", index) | ("global", name), array)], in that order."""
-    code = getattr(fn, "__code__", None)
-    if code is None:
-        return []
-    found = [(("cell", n), c.cell_contents) for n, c in enumerate(fn.__closure__ or ())
-             if _cell_value(c) is not None and _is_array(c.cell_contents)]
-    g = getattr(fn, "__globals__", {})
-    found += [(("global", n), g[n]) for n in dict.fromkeys(code.co_names)
-              if n in g and _is_array(g[n])]
-    return found
+    return function_scan(fn)[1]
 
 
 def _cell_value(cell):
@@ -430,22 +422,43 @@ def _array_sig(x):
     return (type(x), x.dtype, tuple(x.shape), getattr(x, "is_cuda", False))
 
 
-def function_key(fn):
-    """What tracing `fn` depends on: its code, defaults, closed-over values (an array
-    by its type, dtype and shape: it is read as a capture) and the global arrays it
-    names; None when one of them is not hashable (then it is traced on every call)."""
+def function_scan(fn):
+    """(key, arrays) of `fn` in one pass over its closure and globals: the key is what
+    tracing it depends on — its code, defaults, closed-over values (an array by its type,
+    dtype and shape: it is read as a capture) and the global arrays it names —, None when
+    one of them is not hashable (then it is traced on every call); the arrays are
+    free_arrays(fn)."""
     if fn is None:
-        return None
+        return None, []
+    found, cells, globs = [], [], []
+    for n, c in enumerate(getattr(fn, "__closure__", None) or ()):
+        v = _cell_value(c)
+        if v is not None and _is_array(v):
+            found.append((("cell", n), v))
+            cells.append(_array_sig(v))
+        else:
+            cells.append(v)
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        found = []
+    else:
+        g = getattr(fn, "__globals__", {})
+        for n in dict.fromkeys(code.co_names):
+            if n in g and _is_array(g[n]):
+                found.append((("global", n), g[n]))
+                globs.append((n, _array_sig(g[n])))
+    key = (getattr(fn, "__code__", fn), getattr(fn, "__defaults__", None), tuple(cells),
+           tuple(globs))
     try:
-        cells = tuple(_array_sig(v) if _is_array(v) else v
-                      for v in (_cell_value(c) for c in (getattr(fn, "__closure__", None)
-                                                         or ())))
-        globs = tuple((w[1], _array_sig(a)) for w, a in free_arrays(fn) if w[0] == "global")
-        key = (getattr(fn, "__code__", fn), getattr(fn, "__defaults__", None), cells, globs)
         hash(key)
-        return key
     except (TypeError, ValueError):
-        return None
+        key = None
+    return key, found
+
+
+def function_key(fn):
+    """function_scan's key alone."""
+    return function_scan(fn)[0]
 
 
 def _rebind(fn, where_proxies):
@@ -481,11 +494,11 @@ class FlexMods:
     def __init__(self, score_mod, mask_mod, num_args, with_mask=True):
         self.score_mod, self.num_args = score_mod, num_args
         self.mask_mod = mask_mod if with_mask else None
-        self._found = [free_arrays(f) if f is not None else []
-                       for f in (score_mod, self.mask_mod)]
+        scans = [function_scan(f) for f in (score_mod, self.mask_mod)]
+        self._found = [found for _, found in scans]
         self.arrays = tuple(a for found in self._found for _, a in found)
         self.key = None
-        keys = (function_key(score_mod), function_key(self.mask_mod))
+        keys = tuple(key for key, _ in scans)
         if all(k is not None or f is None for k, f in zip(keys, (score_mod, self.mask_mod))):
             self.key = (keys, num_args)
         self.__name__ = getattr(score_mod or mask_mod, "__name__", "score_mod")

@@ -727,16 +727,10 @@ def test_persistent_grid_without_keys_writes_zero_rows():
     assert (out == 0).all().item() and torch.isneginf(lse).all().item()
 
 
-def test_flex_style_score_and_mask_mods():
-    """Closure arrays read in the kernel, against float64; a mask_mod proved causal runs
-    the causal kernel (bit-identical to causal=True)."""
-    torch = _cuda()
-    b, h, lq, lk, d = FLEX_SHAPE
-    q, k, v = _inputs(torch, (b, h, lq, d), (b, h, lk, d), (b, h, lk, d), "bfloat16")
-    bias, doc = _flex_standins(torch, "cuda")
-    sm, mm = _flex_fns(bias, doc)
-    out = flash_mlir.attention(q, k, v, score_mod=sm, mask_mod=mm)
+def _check_flex(torch, out, q, k, v, bias, doc):
+    """out against float64 for _flex_fns(bias, doc)."""
     torch.cuda.synchronize()
+    _, _, lq, lk, d = FLEX_SHAPE
     qd, kd, vd = (x.double().cpu() for x in (q, k, v))
     s = 20.0 * torch.tanh((qd @ kd.transpose(-1, -2)) * d ** -0.5 / 20.0) + bias.double().cpu()
     dc = doc.cpu()
@@ -746,6 +740,18 @@ def test_flex_style_score_and_mask_mods():
     # bf16 inputs and output: the output's rounding bounds the error.
     err = (out.double().cpu() - ref).abs().max().item()
     assert err < 2e-2, err
+
+
+def test_flex_style_score_and_mask_mods():
+    """Closure arrays read in the kernel, against float64; a mask_mod proved causal runs
+    the causal kernel (bit-identical to causal=True)."""
+    torch = _cuda()
+    b, h, lq, lk, d = FLEX_SHAPE
+    q, k, v = _inputs(torch, (b, h, lq, d), (b, h, lk, d), (b, h, lk, d), "bfloat16")
+    bias, doc = _flex_standins(torch, "cuda")
+    sm, mm = _flex_fns(bias, doc)
+    out = flash_mlir.attention(q, k, v, score_mod=sm, mask_mod=mm)
+    _check_flex(torch, out, q, k, v, bias, doc)
     causal = flash_mlir.attention(q, k, v, mask_mod=_causal_mask_mod)
     want = flash_mlir.attention(q, k, v, causal=True, align="bottom_right")
     torch.cuda.synchronize()
@@ -782,6 +788,38 @@ def test_repeated_plain_call_launches_directly():
         am._plain_key(q, k, v, 1, True, None, "bottom_right", True)
     with pytest.raises(TypeError):
         flash_mlir.attention(q, k, v, scale=True, **kw)
+
+
+def test_repeated_flex_call_launches_directly():
+    """A Flex-style call made before with the same shapes, functions and array types goes
+    straight to the kernel's launch, reading the closures' arrays afresh: new values in
+    place, and another closure of the same functions over other arrays, give their own
+    results; an array that requires grad takes the general path."""
+    from flash_mlir import _attention as am
+    torch = _cuda()
+    b, h, lq, lk, d = FLEX_SHAPE
+    q, k, v = _inputs(torch, (b, h, lq, d), (b, h, lk, d), (b, h, lk, d), "bfloat16")
+    bias, doc = _flex_standins(torch, "cuda")
+    sm, mm = _flex_fns(bias, doc)
+    o1 = flash_mlir.attention(q, k, v, score_mod=sm, mask_mod=mm)
+    base = am._plain_key(q, k, v, None, False, None, None, False)
+    key, arrays = am._flex_call_key(base, sm, mm, (), None)
+    assert key in am._plain_calls
+    assert [a.data_ptr() for a in arrays] == [bias.data_ptr(), doc.data_ptr()]
+    o2 = flash_mlir.attention(q, k, v, score_mod=sm, mask_mod=mm)
+    torch.cuda.synchronize()
+    assert torch.equal(o1, o2) and o2.data_ptr() != o1.data_ptr()
+    bias.mul_(-1.0)
+    doc.copy_(torch.randint_like(doc, 0, 4))
+    o3 = flash_mlir.attention(q, k, v, score_mod=sm, mask_mod=mm)
+    _check_flex(torch, o3, q, k, v, bias, doc)
+    bias2, doc2 = _flex_standins(torch, "cuda")
+    sm2, mm2 = _flex_fns(bias2, doc2)
+    assert am._flex_call_key(base, sm2, mm2, (), None)[0] == key
+    o4 = flash_mlir.attention(q, k, v, score_mod=sm2, mask_mod=mm2)
+    _check_flex(torch, o4, q, k, v, bias2, doc2)
+    bias2.requires_grad_()
+    assert am._flex_call_key(base, sm2, mm2, (), None) is None
 
 
 def test_torch_compile_and_export_keep_one_node():
