@@ -44,6 +44,32 @@ CASES = [
 ]
 
 
+# The breakdown's rows, and the FlexAttention-style calls it times beside the plain one.
+BREAKDOWN_ROWS = ("B·H=128 N=1k D=64 causal", "decode B=1 8/1 Lk=4k D=128",
+                  "decode B=16 32/8 Lk=8k D=128")
+
+
+def softcap(score, b, h, q_idx, kv_idx):
+    return 30.0 * flash_mlir.score.tanh(score / 30.0)
+
+
+def sinks_window(lq, lk):
+    """64 sink keys and the 2048 keys up to the query (queries the last Lq keys)."""
+    off = lk - lq
+
+    def mask_mod(b, h, q_idx, kv_idx):
+        return (kv_idx < 64) | ((kv_idx <= q_idx + off) & (q_idx + off - kv_idx < 2048))
+    return mask_mod
+
+
+def flex_calls(case):
+    """(label, attention() keywords) of the Flex-style calls on a breakdown row; one
+    function object per row, as a caller keeps it."""
+    _, _, _, _, lq, lk, _, causal = case
+    return [("score_mod=softcap", dict(causal=causal, score_mod=softcap)),
+            ("mask_mod=sinks|window", dict(mask_mod=sinks_window(lq, lk)))]
+
+
 def shapes(case):
     _, b, hq, hkv, lq, lk, d, causal = case
     return (b, hq, lq, d), (b, hkv, lk, d), (b, hkv, lk, d), causal
@@ -66,6 +92,9 @@ def prebuild(cache, variants):
         qs, ks, vs, causal = shapes(case)
         for _, kw in [("", {})] + variants:
             print(flash_mlir.prebuild(qs, ks, vs, "bf16", causal=causal, **kw))
+        if case[0] in BREAKDOWN_ROWS:
+            for _, kw in flex_calls(case):
+                print(flash_mlir.prebuild(qs, ks, vs, "bf16", **kw))
 
 
 def run(variants):
@@ -149,7 +178,9 @@ def breakdown():
     and two decodes): each step timed alone in bursts of 200 calls after a sync
     (the launch queue never fills), the minimum per call over 30 bursts. The
     launch is split into its Python part (the foreign call replaced by a no-op)
-    and the foreign call (the host function: maps, allocation, launches)."""
+    and the foreign call (the host function: maps, allocation, launches). Beside
+    them, the FlexAttention-style calls of flex_calls (a score_mod, a mask_mod
+    that stays one) on the same row."""
     import torch
     import torch.nn.functional as F
     from flash_mlir import _attention as A
@@ -169,11 +200,9 @@ def breakdown():
         torch.cuda.synchronize()
         return best * 1e6
 
-    rows = ("B·H=128 N=1k D=64 causal", "decode B=1 8/1 Lk=4k D=128",
-            "decode B=16 32/8 Lk=8k D=128")
     print("| shape | step | µs/call |")
     print("|---|---|---|")
-    for case in [c for c in CASES if c[0] in rows]:
+    for case in [c for c in CASES if c[0] in BREAKDOWN_ROWS]:
         qs, ks, vs, causal = shapes(case)
         q = torch.randn(qs, device="cuda", dtype=torch.bfloat16)
         k = torch.randn(ks, device="cuda", dtype=torch.bfloat16)
@@ -195,6 +224,10 @@ def breakdown():
             ("stream handle", lambda: stream(dev)),
             ("launch (all)", lambda: launch((q, k, v, out), stream(dev), dev)),
         ]
+        for label, kw in flex_calls(case):
+            flash_mlir.attention(q, k, v, **kw)
+            steps.append(("attention(%s)" % label,
+                          lambda kw=kw: flash_mlir.attention(q, k, v, **kw)))
         for name, fn in steps:
             print(f"| {case[0]} | {name} | {per_call(fn):.2f} |", flush=True)
         real = cells["call"].cell_contents
