@@ -727,6 +727,14 @@ def test_persistent_grid_without_keys_writes_zero_rows():
     assert (out == 0).all().item() and torch.isneginf(lse).all().item()
 
 
+def _flex_setup(torch):
+    """Fresh q, k, v of FLEX_SHAPE, the closures' arrays and the functions over them."""
+    b, h, lq, lk, d = FLEX_SHAPE
+    q, k, v = _inputs(torch, (b, h, lq, d), (b, h, lk, d), (b, h, lk, d), "bfloat16")
+    bias, doc = _flex_standins(torch, "cuda")
+    return (q, k, v, bias, doc) + tuple(_flex_fns(bias, doc))
+
+
 def _check_flex(torch, out, q, k, v, bias, doc):
     """out against float64 for _flex_fns(bias, doc)."""
     torch.cuda.synchronize()
@@ -746,10 +754,7 @@ def test_flex_style_score_and_mask_mods():
     """Closure arrays read in the kernel, against float64; a mask_mod proved causal runs
     the causal kernel (bit-identical to causal=True)."""
     torch = _cuda()
-    b, h, lq, lk, d = FLEX_SHAPE
-    q, k, v = _inputs(torch, (b, h, lq, d), (b, h, lk, d), (b, h, lk, d), "bfloat16")
-    bias, doc = _flex_standins(torch, "cuda")
-    sm, mm = _flex_fns(bias, doc)
+    q, k, v, bias, doc, sm, mm = _flex_setup(torch)
     out = flash_mlir.attention(q, k, v, score_mod=sm, mask_mod=mm)
     _check_flex(torch, out, q, k, v, bias, doc)
     causal = flash_mlir.attention(q, k, v, mask_mod=_causal_mask_mod)
@@ -797,10 +802,7 @@ def test_repeated_flex_call_launches_directly():
     results; an array that requires grad takes the general path."""
     from flash_mlir import _attention as am
     torch = _cuda()
-    b, h, lq, lk, d = FLEX_SHAPE
-    q, k, v = _inputs(torch, (b, h, lq, d), (b, h, lk, d), (b, h, lk, d), "bfloat16")
-    bias, doc = _flex_standins(torch, "cuda")
-    sm, mm = _flex_fns(bias, doc)
+    q, k, v, bias, doc, sm, mm = _flex_setup(torch)
     o1 = flash_mlir.attention(q, k, v, score_mod=sm, mask_mod=mm)
     base = am._plain_key(q, k, v, None, False, None, None, False)
     key, arrays = am._flex_call_key(base, sm, mm, (), None)
