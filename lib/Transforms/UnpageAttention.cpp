@@ -160,9 +160,10 @@ FailureOr<SmallVector<Value>> flash::unpageAttention(OpBuilder &b,
                                     nb, l, clampLen(nb, l, n), lq64);
                               });
 
-  auto attn = AttentionOp::create(b, loc, q, keys, values, op.getInits(),
-                                  ValueRange{lengths, offsets},
-                                  op.getScale().convertToFloat(), MaskAttr());
+  auto attn = AttentionOp::create(
+      b, loc, TypeRange(op.getInits()), q, keys, values, op.getInits(),
+      ValueRange{lengths, offsets}, op.getSinks(), /*offsets=*/ValueRange(),
+      /*query_len=*/Value(), op.getScaleAttr(), MaskAttr());
   // score_mod(s, b, h, i, j, n, off): s where key j exists and the mask
   // allows it at this sequence's diagonal, else -inf.
   Type f32 = b.getF32Type();

@@ -329,14 +329,15 @@ def attention_ir(q_shape, k_shape, v_shape, dtype="f32", *, scale=None, causal=F
             % (name, sig, "\n".join(body)))
 
 
-def _destination_func(args, n_in, op, attrs, name):
+def _destination_func(args, n_in, op, attrs, name, n_after=0):
     """A func.func in destination-passing style on memrefs around one op:
     args (name, shape, element type, writable); the first n_in are `ins`,
     the writable ones its outs (output, then lse), the rest the operands
-    that follow in the op's `extra` clause; `op` is (op name, clause
-    keyword), attrs the text after outs."""
+    that follow in the op's `extra` clause, but for the last n_after, which
+    `attrs` names itself; `op` is (op name, clause keyword), attrs the text
+    after outs."""
     outs_args = [a for a in args if a[3]]
-    extra = [a for a in args[n_in:] if not a[3]]
+    extra = [a for a in args[n_in:len(args) - n_after] if not a[3]]
     sig = ", ".join("%%%s: %s" % (n, _memref(s, e)) for n, s, e, _ in args)
     body = []
     for n, s, e, writable in args:
@@ -358,13 +359,15 @@ def _destination_func(args, n_in, op, attrs, name):
 
 
 def paged_attention_ir(q_shape, cache_k_shape, cache_v_shape, table_shape, dtype="f32", *,
-                       scale=None, causal=False, window=None, lse=False, name=FUNC_NAME):
+                       scale=None, causal=False, window=None, lse=False, sinks=None,
+                       name=FUNC_NAME):
     """The module of attention() against a paged KV cache: flash.paged_attention
     in destination-passing style on memrefs (q, k_cache, v_cache, out[, lse],
-    block_table, seq_lens). q [B, Hq, Lq, D]; caches [num_pages, page_size,
-    Hkv, D] / [..., Dv]; block_table [B, max_pages] and seq_lens [B], i32. A
-    mask (causal, window) sits at each sequence's own diagonal: the Lq
-    queries are its last Lq positions."""
+    block_table, seq_lens[, sinks]). q [B, Hq, Lq, D]; caches [num_pages,
+    page_size, Hkv, D] / [..., Dv]; block_table [B, max_pages] and seq_lens
+    [B], i32. A mask (causal, window) sits at each sequence's own diagonal:
+    the Lq queries are its last Lq positions. sinks=(shape, element type) as
+    for attention_ir."""
     q_shape, k_shape, v_shape, scale = _checked_signature(q_shape, cache_k_shape,
                                                           cache_v_shape, scale)
     table_shape = tuple(_check_dim("block_table", d) for d in table_shape)
@@ -382,8 +385,14 @@ def paged_attention_ir(q_shape, cache_k_shape, cache_v_shape, table_shape, dtype
     if lse:
         args.append(("lse", q_shape[:-1], "f32", True))
     args += [("table", table_shape, "i32", False), ("lens", q_shape[:1], "i32", False)]
-    return _destination_func(args, 3, ("flash.paged_attention", "pages"), " scale(%.9e)%s" % (
-        scale, _mask_clause(causal, window, "bottom_right")), name)
+    sinks_clause = ""
+    if sinks is not None:
+        sinks = _sinks_ir(q_shape, dtype, sinks)
+        args.append(("sinks", sinks[0], sinks[1], False))
+        sinks_clause = " sinks(%%sinks_t : %s)" % _tensor(*sinks)
+    return _destination_func(args, 3, ("flash.paged_attention", "pages"), "%s scale(%.9e)%s" % (
+        sinks_clause, scale, _mask_clause(causal, window, "bottom_right")), name,
+        n_after=1 if sinks is not None else 0)
 
 
 def varlen_attention_ir(q_shape, k_shape, v_shape, num_seqs, dtype="f32", *, scale=None,
@@ -903,8 +912,9 @@ def _kernel_for(q, k, v, scale, causal, window, align, return_lse, dynamic, pipe
                              % (tuple(q.shape),))
         _check_index_array("block_table", block_table, kind, (q.shape[0], None))
         _check_index_array("seq_lens", seq_lens, kind, (q.shape[0],))
+        sinks_ir = None if sinks is None else sinks_type(sinks, kind, elt, q.shape)
         ir = paged_attention_ir(q.shape, k.shape, v.shape, block_table.shape, elt, scale=scale,
-                                causal=causal, window=window, lse=return_lse)
+                                causal=causal, window=window, lse=return_lse, sinks=sinks_ir)
     else:
         bias_ir = None if bias is None else (tuple(bias.shape), bias_type(bias, kind, elt))
         slopes_ir = None if alibi_slopes is None else slopes_type(alibi_slopes, kind)
@@ -957,8 +967,8 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align=None,
     key whose value is zero: p_j = exp(s_j) / (exp(sinks[h]) + sum_k
     exp(s_k)), and the lse includes it; a row that sees no key gives 0 and
     lse = sinks[h]. With every mask, score modification, GQA, out= and
-    dynamic; under autograd it gets its gradient. Not with block_table or
-    cu_seqlens_q.
+    dynamic; under autograd it gets its gradient; with block_table (a paged
+    cache, as gpt-oss is served). Not with cu_seqlens_q.
     score_mod=fn, score_mod_args=(tensors...): any elementwise function of
     the scaled score, written in Python: fn(score, *batch_indices, q_idx,
     kv_idx, *args) is traced once (per function, closure and argument
@@ -1082,9 +1092,9 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align=None,
     paged = block_table is not None or seq_lens is not None
     varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
     if sinks is not None:
-        if paged or varlen:
-            raise ValueError("sinks= is not supported with %s= (only flash.attention has "
-                             "sinks)" % ("block_table" if paged else "cu_seqlens_q"))
+        if varlen:
+            raise ValueError("sinks= is not supported with cu_seqlens_q= (flash.attention and "
+                             "flash.paged_attention have sinks)")
         # Before autograd can see a torch tensor beside NumPy arrays.
         skind, qkind = _array_kind("sinks", sinks)[0], _array_kind("q", q)[0]
         if skind != qkind:
@@ -1338,9 +1348,9 @@ def prebuild(q_shape, k_shape, v_shape, dtype, *, device="cuda", scale=None, cau
         if belt not in ("f32", elt):
             raise TypeError("bias dtype must be float32 or q's dtype, got %r" % (bdtype,))
         bias_ir = (tuple(shape), belt)
-    if sinks is not None and (cu_seqlens is not None or block_table is not None):
-        raise ValueError("sinks= is not supported with %s= (only flash.attention has sinks)"
-                         % ("cu_seqlens" if cu_seqlens is not None else "block_table"))
+    if sinks is not None and cu_seqlens is not None:
+        raise ValueError("sinks= is not supported with cu_seqlens= (flash.attention and "
+                         "flash.paged_attention have sinks)")
     sinks_ir = None if sinks is None else _sinks_ir(tuple(q_shape), elt, sinks)
     if cu_seqlens is not None:
         if grad or bias is not None or softcap is not None or alibi_slopes is not None \
@@ -1360,7 +1370,8 @@ def prebuild(q_shape, k_shape, v_shape, dtype, *, device="cuda", scale=None, cau
             raise ValueError("block_table= takes no grad, bias, softcap, alibi_slopes or "
                              "dynamic")
         ir = paged_attention_ir(q_shape, k_shape, v_shape, block_table, elt, scale=scale,
-                                causal=causal, window=window, lse=return_lse)
+                                causal=causal, window=window, lse=return_lse,
+                                sinks=sinks_ir)
         return _library_for(ir, device, pipeline, format_options(options))
     traced = None
     if mask_mod is not None:

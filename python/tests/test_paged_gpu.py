@@ -70,12 +70,30 @@ CASES = {
 }
 
 
+# gpt-oss as it is served: sinks (float32, one per query head) on a paged cache, through
+# the wgmma decode form's fused merge (kernel=auto), its combine kernel, and the split-KV
+# kernel with a window (gpt-oss's local layers).
+SINK_CASES = {
+    "sinks-gqa4-auto": _case(4, 32, 8, 1, 128, 16, 2200, 520, [4097, 1, 0, 8000],
+                             return_lse=True),
+    "sinks-wg-combine-f16": _case(2, 16, 2, 1, 64, 48, 90, 40, [1000, 1919], dtype="float16",
+                                  return_lse=True, kernel="wgmma", split_kv=3,
+                                  fused_combine=0),
+    "sinks-window-splitkv": _case(2, 8, 2, 2, 64, 16, 300, 140, [2049, 0], window=128,
+                                  return_lse=True, kernel="splitkv"),
+}
+
+
 def prebuild_all(cache_dir):
     os.environ["FLASH_MLIR_CACHE_DIR"] = cache_dir
     os.environ.setdefault("CUDA_HOME", "/usr/local/cuda")
     for name, c in CASES.items():
         print(name, flash_mlir.prebuild(c["q"], c["k"], c["v"], c["dtype"],
                                         block_table=c["table"], **c["kw"]))
+    for name, c in SINK_CASES.items():
+        print(name, flash_mlir.prebuild(c["q"], c["k"], c["v"], c["dtype"],
+                                        block_table=c["table"], sinks=((c["q"][1],), "f32"),
+                                        **c["kw"]))
     for name, (qs, ks, vs, table, kw) in _same_keys_cases().items():
         print(name, flash_mlir.prebuild(qs, ks, vs, "bf16", block_table=table, **kw))
         print(name, flash_mlir.prebuild(qs, SAME_KEYS_CONTIGUOUS[name], SAME_KEYS_CONTIGUOUS[name],
@@ -153,6 +171,33 @@ def test_matches_reference(name):
         finite = ref_lse > -float("inf")
         assert abs(lse[finite] - ref_lse[finite]).max() <= 1e-3
         assert (lse[~finite] == -float("inf")).all()
+
+
+@pytest.mark.parametrize("name", list(SINK_CASES))
+def test_sinks_match_reference(name):
+    """Each row counts sinks[h] as one more key of value zero: from the definition's
+    (o, lse) without sinks, lse' = logaddexp(lse, sinks[h]), o' = o·exp(lse − lse'); an
+    empty sequence's rows give 0 and lse = sinks[h]."""
+    import numpy as np
+    torch = _cuda()
+    c = SINK_CASES[name]
+    kw = c["kw"]
+    q, k, v, table, lens = _inputs(torch, c)
+    sinks = torch.randn(c["q"][1], device="cuda") * 2.0
+    out, lse = flash_mlir.attention(q, k, v, block_table=table, seq_lens=lens, sinks=sinks,
+                                    **kw)
+    torch.cuda.synchronize()
+    masks = {key: kw[key] for key in ("causal", "window") if key in kw}
+    ref, ref_lse = paged_attention_ref(*(x.double().cpu().numpy() for x in (q, k, v)),
+                                       table.cpu().numpy(), lens.cpu().numpy(), **masks)
+    s = np.broadcast_to(sinks.double().cpu().numpy()[None, :, None], ref_lse.shape)
+    want_lse = np.logaddexp(ref_lse, s)
+    want = ref * np.exp(ref_lse - want_lse)[..., None]
+    # bf16/f16 outputs: their rounding bounds the error.
+    err = np.abs(out.double().cpu().numpy() - want).max()
+    assert err < 1e-2, err
+    assert np.abs(lse.double().cpu().numpy() - want_lse).max() <= 1e-3
+    assert np.abs(want - ref).max() > 1e-2  # the sinks are seen
 
 
 # The same keys as a contiguous cache [B, Hkv, Lk, D] and as pages of 16 in a shuffled

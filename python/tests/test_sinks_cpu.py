@@ -450,14 +450,27 @@ def test_argument_errors(rng):
                   torch.from_numpy(v), sinks=torch.from_numpy(rand_sinks(rng, 2)))
 
 
-def test_paged_and_varlen_calls_refuse_sinks(rng):
+def test_paged_sinks_equal_contiguous_and_varlen_refuses_them(rng):
+    """A paged cache whose pages hold each sequence in order is the contiguous
+    attention (bottom-right), sinks included; a packed varlen batch refuses them."""
     sinks = rand_sinks(rng)
-    q = rand(rng, (2, HQ, 1, D))
-    pool_k, pool_v = rand(rng, (6, 16, HKV, D)), rand(rng, (6, 16, HKV, DV))
-    table = np.arange(6, dtype=np.int32).reshape(2, 3)
-    lens = np.array([40, 17], np.int32)
-    with pytest.raises(ValueError, match="sinks= is not supported with block_table="):
-        attention(q, pool_k, pool_v, block_table=table, seq_lens=lens, sinks=sinks)
+    b, lq, lk = 2, 3, 48
+    q = rand(rng, (b, HQ, lq, D))
+    k, v = rand(rng, (b, HKV, lk, D)), rand(rng, (b, HKV, lk, DV))
+    # Pages of 16 keys: sequence s owns pages 3s, 3s + 1, 3s + 2.
+    pool_k = np.ascontiguousarray(k.transpose(0, 2, 1, 3)).reshape(b * 3, 16, HKV, D)
+    pool_v = np.ascontiguousarray(v.transpose(0, 2, 1, 3)).reshape(b * 3, 16, HKV, DV)
+    table = np.arange(b * 3, dtype=np.int32).reshape(b, 3)
+    lens = np.full(b, lk, np.int32)
+    paged, plse = attention(q, pool_k, pool_v, block_table=table, seq_lens=lens, sinks=sinks,
+                            causal=True, return_lse=True)
+    want, wlse = attention(q, k, v, sinks=sinks, causal=True, align="bottom_right",
+                           return_lse=True)
+    np.testing.assert_allclose(paged, want, atol=1e-6, rtol=1e-5)
+    np.testing.assert_allclose(plse, wlse, atol=1e-6, rtol=1e-6)
+    ref, ref_lse = sinks_ref(q, k, v, sinks, causal=True, align="bottom_right")
+    np.testing.assert_allclose(paged, ref, atol=2e-5, rtol=1e-4)
+    np.testing.assert_allclose(plse, ref_lse, atol=2e-5, rtol=1e-5)
     qp, kp, vp = rand(rng, (30, HQ, D)), rand(rng, (40, HKV, D)), rand(rng, (40, HKV, DV))
     cu_q, cu_k = np.array([0, 12, 30], np.int32), np.array([0, 25, 40], np.int32)
     with pytest.raises(ValueError, match="sinks= is not supported with cu_seqlens_q="):
@@ -472,9 +485,9 @@ def test_ir_and_prebuild_errors():
         flash_mlir.attention_ir(qs, ks, vs, "bf16", sinks=((HQ,), "f16"))
     with pytest.raises(ValueError, match="sinks are one logit per query head"):
         flash_mlir.attention_ir((LQ, D), (LK, D), (LK, DV), "f32", sinks=((1,), "f32"))
-    with pytest.raises(ValueError, match="sinks= is not supported with block_table="):
+    with pytest.raises(ValueError, match="sinks must have shape"):
         flash_mlir.prebuild((2, HQ, 1, D), (6, 16, HKV, D), (6, 16, HKV, DV), "f32",
-                            device="cpu", block_table=(2, 3), sinks=((HQ,), "f32"))
+                            device="cpu", block_table=(2, 3), sinks=((HKV,), "f32"))
     with pytest.raises(ValueError, match="sinks= is not supported with cu_seqlens="):
         flash_mlir.prebuild((30, HQ, D), (40, HKV, D), (40, HKV, DV), "f32", device="cpu",
                             cu_seqlens=(3,), sinks=((HQ,), "f32"))

@@ -78,3 +78,32 @@ func.func @page24(%q: memref<2x8x1x64xbf16>, %kc: memref<40x24x2x64xbf16>, %vc: 
   bufferization.materialize_in_destination %r in restrict writable %o : (tensor<2x8x1x64xbf16>, memref<2x8x1x64xbf16>) -> ()
   return
 }
+
+// -----
+
+// gpt-oss from a paged cache: the sinks are the kernel's argument after the
+// batch sizes (before the pages), and the last CTA of a row block counts
+// each row's sink once when it merges the splits.
+// CHECK-LABEL: func.func @decode_paged_sinks
+// CHECK: gpu.launch_func async [%{{.*}}] @flash_attention_0::@kernel {{.*}} : index, %{{.*}} : memref<?xbf16>, %{{.*}} : memref<?x?xi32>, %{{.*}} : memref<?xi32>,
+// CHECK: gpu.func @kernel(%{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index, %[[S:.*]]: memref<?xbf16>, %{{.*}}: memref<?x?xi32>, %{{.*}}: memref<?xi32>,
+// CHECK: llvm.atomicrmw add
+// CHECK: memref.load %[[S]][%{{.*}}] : memref<?xbf16>
+// CHECK-NOT: gpu.func @combine(
+func.func @decode_paged_sinks(%q: memref<4x8x1x64xbf16>, %kc: memref<40x16x2x64xbf16>,
+                              %vc: memref<40x16x2x64xbf16>, %o: memref<4x8x1x64xbf16>,
+                              %t: memref<4x10xi32>, %n: memref<4xi32>, %s: memref<8xbf16>) {
+  %q_t = bufferization.to_tensor %q restrict : memref<4x8x1x64xbf16> to tensor<4x8x1x64xbf16>
+  %k_t = bufferization.to_tensor %kc restrict : memref<40x16x2x64xbf16> to tensor<40x16x2x64xbf16>
+  %v_t = bufferization.to_tensor %vc restrict : memref<40x16x2x64xbf16> to tensor<40x16x2x64xbf16>
+  %o_t = bufferization.to_tensor %o restrict writable : memref<4x8x1x64xbf16> to tensor<4x8x1x64xbf16>
+  %t_t = bufferization.to_tensor %t restrict : memref<4x10xi32> to tensor<4x10xi32>
+  %n_t = bufferization.to_tensor %n restrict : memref<4xi32> to tensor<4xi32>
+  %s_t = bufferization.to_tensor %s restrict : memref<8xbf16> to tensor<8xbf16>
+  %r = flash.paged_attention ins(%q_t, %k_t, %v_t : tensor<4x8x1x64xbf16>, tensor<40x16x2x64xbf16>, tensor<40x16x2x64xbf16>)
+      pages(%t_t, %n_t : tensor<4x10xi32>, tensor<4xi32>)
+      outs(%o_t : tensor<4x8x1x64xbf16>) sinks(%s_t : tensor<8xbf16>)
+      scale(0.125) -> tensor<4x8x1x64xbf16>
+  bufferization.materialize_in_destination %r in restrict writable %o : (tensor<4x8x1x64xbf16>, memref<4x8x1x64xbf16>) -> ()
+  return
+}

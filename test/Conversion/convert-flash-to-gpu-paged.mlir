@@ -53,3 +53,37 @@ func.func @decode_paged(%q: memref<4x32x1x128xbf16>, %kc: memref<300x48x8x128xbf
   bufferization.materialize_in_destination %r#1 in restrict writable %lse : (tensor<4x32x1xf32>, memref<4x32x1xf32>) -> ()
   return
 }
+
+// -----
+
+// Sinks and a window over a paged cache (gpt-oss's local layers): the sinks
+// follow the batch sizes in the kernel's arguments, the partials leave them
+// out and the combine counts each row's once.
+// CHECK-LABEL: func.func @decode_paged_sinks_window
+// CHECK: gpu.launch_func async [%{{.*}}] @flash_attention_0::@kernel {{.*}} : index, %{{.*}} : memref<?xf32>, %{{.*}} : memref<?x?xi32>, %{{.*}} : memref<?xi32>,
+// CHECK: gpu.launch_func async [%{{.*}}] @flash_attention_0::@combine {{.*}}memref<?xf32>
+// CHECK: gpu.func @kernel(
+// CHECK-SAME: %{{.*}}: index, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?x?xi32>, %{{.*}}: memref<?xi32>,
+// CHECK: gpu.func @combine(
+// CHECK-SAME: memref<?xf32>
+// CHECK: memref.load %{{.+}}[%{{.+}}] : memref<?xf32>
+// PTX-LABEL: llvm.func @decode_paged_sinks_window(
+// PTX: gpu.binary @flash_attention_0
+// PTX-SAME: .target sm_90a
+func.func @decode_paged_sinks_window(%q: memref<2x8x1x64xbf16>, %kc: memref<40x32x2x64xbf16>,
+                                     %vc: memref<40x32x2x64xbf16>, %o: memref<2x8x1x64xbf16>,
+                                     %t: memref<2x20xi32>, %n: memref<2xi32>, %s: memref<8xf32>) {
+  %q_t = bufferization.to_tensor %q restrict : memref<2x8x1x64xbf16> to tensor<2x8x1x64xbf16>
+  %k_t = bufferization.to_tensor %kc restrict : memref<40x32x2x64xbf16> to tensor<40x32x2x64xbf16>
+  %v_t = bufferization.to_tensor %vc restrict : memref<40x32x2x64xbf16> to tensor<40x32x2x64xbf16>
+  %o_t = bufferization.to_tensor %o restrict writable : memref<2x8x1x64xbf16> to tensor<2x8x1x64xbf16>
+  %t_t = bufferization.to_tensor %t restrict : memref<2x20xi32> to tensor<2x20xi32>
+  %n_t = bufferization.to_tensor %n restrict : memref<2xi32> to tensor<2xi32>
+  %s_t = bufferization.to_tensor %s restrict : memref<8xf32> to tensor<8xf32>
+  %r = flash.paged_attention ins(%q_t, %k_t, %v_t : tensor<2x8x1x64xbf16>, tensor<40x32x2x64xbf16>, tensor<40x32x2x64xbf16>)
+      pages(%t_t, %n_t : tensor<2x20xi32>, tensor<2xi32>)
+      outs(%o_t : tensor<2x8x1x64xbf16>) sinks(%s_t : tensor<8xf32>)
+      scale(0.125) mask(sliding_window, 128, bottom_right) -> tensor<2x8x1x64xbf16>
+  bufferization.materialize_in_destination %r in restrict writable %o : (tensor<2x8x1x64xbf16>, memref<2x8x1x64xbf16>) -> ()
+  return
+}

@@ -53,3 +53,20 @@ func.func @window_dynamic(%q: tensor<?x2x1x16xf32>, %kc: tensor<?x32x2x16xf32>, 
       scale(0.25) mask(sliding_window, 5, bottom_right) -> tensor<?x2x1x16xf32>
   return %r : tensor<?x2x1x16xf32>
 }
+
+// -----
+
+// The sinks carry over to the flash.attention of the gathered pages.
+// CHECK-LABEL: func.func @sinks
+// CHECK-SAME: %[[S:[^:]+]]: tensor<4xf32>)
+// CHECK: flash.attention
+// CHECK-SAME: sinks(%[[S]] : tensor<4xf32>) scale(0.125)
+// CHECK-NOT: flash.paged_attention
+func.func @sinks(%q: tensor<2x4x1x32xf32>, %kc: tensor<9x16x2x32xf32>, %vc: tensor<9x16x2x24xf32>,
+                 %t: tensor<2x4xi32>, %n: tensor<2xi32>, %o: tensor<2x4x1x24xf32>,
+                 %s: tensor<4xf32>) -> tensor<2x4x1x24xf32> {
+  %r = flash.paged_attention ins(%q, %kc, %vc : tensor<2x4x1x32xf32>, tensor<9x16x2x32xf32>, tensor<9x16x2x24xf32>)
+      pages(%t, %n : tensor<2x4xi32>, tensor<2xi32>) outs(%o : tensor<2x4x1x24xf32>) sinks(%s : tensor<4xf32>)
+      scale(0.125) -> tensor<2x4x1x24xf32>
+  return %r : tensor<2x4x1x24xf32>
+}

@@ -116,15 +116,15 @@ readBuffers(Operation *op,
 
 FailureOr<OperandBuffers> gpu_lowering::operandBuffers(PagedAttentionOp op) {
   OperandBuffers bufs;
-  if (failed(readBuffers(op, {{op.getQuery(), "query", &bufs.q},
-                              {op.getKeyCache(), "key cache", &bufs.k},
-                              {op.getValueCache(), "value cache", &bufs.v},
-                              {op.getBlockTable(), "block table",
-                               &bufs.blockTable},
-                              {op.getSeqLens(), "sequence lengths",
-                               &bufs.seqLens},
-                              {op.getOutputInit(), "output init", &bufs.out},
-                              {op.getLseInit(), "lse init", &bufs.lse}})))
+  if (failed(readBuffers(op,
+                         {{op.getQuery(), "query", &bufs.q},
+                          {op.getKeyCache(), "key cache", &bufs.k},
+                          {op.getValueCache(), "value cache", &bufs.v},
+                          {op.getBlockTable(), "block table", &bufs.blockTable},
+                          {op.getSeqLens(), "sequence lengths", &bufs.seqLens},
+                          {op.getOutputInit(), "output init", &bufs.out},
+                          {op.getLseInit(), "lse init", &bufs.lse},
+                          {op.getSinks(), "sinks", &bufs.sinks}})))
     return failure();
   return bufs;
 }

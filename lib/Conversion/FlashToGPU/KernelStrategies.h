@@ -379,6 +379,7 @@ struct MemrefLaunchArgs {
                               // (a paged cache's lk: the table's capacity;
                               // a varlen batch's: the token counts)
   Value sequences;            // a varlen batch's B, else null
+  Value sinks;                // the sinks' argument (also in args), or null
 };
 /// The kernel arguments of the op's buffers, built at `b`.
 MemrefLaunchArgs memrefLaunchArgs(ImplicitLocOpBuilder &b,

@@ -75,6 +75,7 @@ FailureOr<MemrefKernelSpec> gpu_lowering::memrefKernelSpec(PagedAttentionOp op,
   spec.oElem = op.getOutputType().getElementType();
   spec.mask = op.getMaskOrNone();
   spec.hasLse = op.hasLse();
+  spec.hasSinks = op.getSinks() != nullptr;
   spec.scale = op.getScale().convertToDouble();
   return spec;
 }
@@ -206,7 +207,14 @@ MemrefLaunchArgs gpu_lowering::memrefLaunchArgs(ImplicitLocOpBuilder &b,
     r.hkv = memref::DimOp::create(b, bufs.k, 2);
     Value batch = memref::DimOp::create(b, bufs.q, 0);
     Value heads = memref::DimOp::create(b, bufs.q, 1);
-    r.args.append({r.hkv, batch, heads, castDynamic(b, bufs.blockTable, {0, 1}),
+    r.args.append({r.hkv, batch, heads});
+    // The kernel's argument order (MemrefKernelArgs): the sinks come after
+    // the batch sizes, the pages last.
+    if (bufs.sinks) {
+      r.sinks = castDynamic(b, bufs.sinks, {0});
+      r.args.push_back(r.sinks);
+    }
+    r.args.append({castDynamic(b, bufs.blockTable, {0, 1}),
                    castDynamic(b, bufs.seqLens, {0})});
     r.bhCount = arith::MulIOp::create(b, batch, heads);
     r.lq = memref::DimOp::create(b, bufs.q, 2);
@@ -248,8 +256,10 @@ MemrefLaunchArgs gpu_lowering::memrefLaunchArgs(ImplicitLocOpBuilder &b,
     r.bhCount = arith::MulIOp::create(b, r.bhCount, s);
   }
   r.args.append(bufs.captures.begin(), bufs.captures.end());
-  if (bufs.sinks)
-    r.args.push_back(castDynamic(b, bufs.sinks, {0}));
+  if (bufs.sinks) {
+    r.sinks = castDynamic(b, bufs.sinks, {0});
+    r.args.push_back(r.sinks);
+  }
   r.lq = memref::DimOp::create(b, bufs.q, nb);
   r.lk = memref::DimOp::create(b, bufs.k, nb);
   return r;

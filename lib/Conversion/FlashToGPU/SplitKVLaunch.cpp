@@ -224,8 +224,7 @@ LogicalResult gpu_lowering::lowerToSplitKVLaunch(
   for (Value v : a.args)
     argTypes.push_back(v.getType());
   argTypes.append({oPartTy, lsePartTy, b.getIndexType()});
-  // The sinks are the kernel's argument after the captures (memrefLaunchArgs).
-  Value sinks = spec.hasSinks ? a.args[a.args.size() - 1] : Value();
+  Value sinks = a.sinks;
   SmallVector<Type> combineTypes = splitCombineArgTypes(
       ctx, spec.dv, a.args[3].getType(),
       bufs.lse ? a.args[4].getType() : Type(),

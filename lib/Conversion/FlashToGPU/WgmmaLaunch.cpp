@@ -625,6 +625,10 @@ LogicalResult gpu_lowering::lowerPagedToWgmmaLaunch(
       ShapedType::isDynamic(batchStatic) ? ShapedType::kDynamic
                                          : batchStatic * hkvStatic);
   spec.pageSize = op.getPageSize();
+  if (bufs.sinks)
+    spec.sinksType = MemRefType::get(
+        {ShapedType::kDynamic},
+        cast<MemRefType>(bufs.sinks.getType()).getElementType());
   KernelConfig cfg = resolveWgmmaConfig(options, chip, spec);
   if (failed(checkSharedMemory(op, cfg, spec, chip)))
     return failure();
@@ -637,9 +641,10 @@ LogicalResult gpu_lowering::lowerPagedToWgmmaLaunch(
   gpu::GPUModuleOp gmod = newKernelModule(rewriter, op);
   gpu::GPUFuncOp kernel = buildWgmmaKernel(rewriter, loc, gmod, cfg, spec);
   gpu::GPUFuncOp combine =
-      spec.fusedCombine ? gpu::GPUFuncOp()
-                        : buildDecodeCombine(rewriter, loc, gmod,
-                                             spec.outElemType, dv, o3, lse2);
+      spec.fusedCombine
+          ? gpu::GPUFuncOp()
+          : buildDecodeCombine(rewriter, loc, gmod, spec.outElemType, dv, o3,
+                               lse2, spec.sinksType);
 
   rewriter.setInsertionPoint(op);
   Value zero = constIdx(b, 0);
@@ -676,6 +681,12 @@ LogicalResult gpu_lowering::lowerPagedToWgmmaLaunch(
     if (bufs.lse)
       args.push_back(dataPointer(b, bufs.lse));
     args.append({kLq, capacity, hkv, batch, hkv});
+    // The kernel's order: the sinks after the batch sizes, the pages last.
+    Value sinks;
+    if (bufs.sinks) {
+      sinks = memref::CastOp::create(b, spec.sinksType, bufs.sinks);
+      args.push_back(sinks);
+    }
     args.push_back(memref::CastOp::create(
         b,
         MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic},
@@ -689,7 +700,7 @@ LogicalResult gpu_lowering::lowerPagedToWgmmaLaunch(
     launchDecodeForm(
         b, op, kernel, combine, cfg, spec, options, chip, args, gx, kBh, kLq,
         arith::CeilDivSIOp::create(b, capacity, constIdx(b, cfg.blockN)), o3,
-        lse2, /*sinks=*/Value(), stream);
+        lse2, sinks, stream);
   }
   replaceWithDestinations(rewriter, op, bufs);
   return success();

@@ -78,3 +78,21 @@ func.func @zero_page(%q: tensor<4x4x2x64xf32>, %kc: tensor<9x0x2x64xf32>, %vc: t
   %r = flash.paged_attention ins(%q, %kc, %vc : tensor<4x4x2x64xf32>, tensor<9x0x2x64xf32>, tensor<9x0x2x48xf32>) pages(%t, %n : tensor<4x3xi32>, tensor<4xi32>) outs(%o : tensor<4x4x2x48xf32>) scale(0.125) -> tensor<4x4x2x48xf32>
   return
 }
+
+// -----
+
+func.func @sinks_per_kv_head(%q: tensor<4x4x2x64xf32>, %kc: tensor<9x16x2x64xf32>, %vc: tensor<9x16x2x48xf32>,
+                             %t: tensor<4x3xi32>, %n: tensor<4xi32>, %o: tensor<4x4x2x48xf32>, %s: tensor<2xf32>) {
+  // expected-error @+1 {{'sinks' 'tensor<2xf32>' must have one logit per query head (4 in 'query' 'tensor<4x4x2x64xf32>')}}
+  %r = flash.paged_attention ins(%q, %kc, %vc : tensor<4x4x2x64xf32>, tensor<9x16x2x64xf32>, tensor<9x16x2x48xf32>) pages(%t, %n : tensor<4x3xi32>, tensor<4xi32>) outs(%o : tensor<4x4x2x48xf32>) sinks(%s : tensor<2xf32>) scale(0.125) -> tensor<4x4x2x48xf32>
+  return
+}
+
+// -----
+
+func.func @sinks_integer(%q: tensor<4x4x2x64xf32>, %kc: tensor<9x16x2x64xf32>, %vc: tensor<9x16x2x48xf32>,
+                         %t: tensor<4x3xi32>, %n: tensor<4xi32>, %o: tensor<4x4x2x48xf32>, %s: tensor<4xi32>) {
+  // expected-error @+1 {{'sinks' must be a 1-D tensor of f32, f16 or bf16 (one logit per query head), got 'tensor<4xi32>'}}
+  %r = flash.paged_attention ins(%q, %kc, %vc : tensor<4x4x2x64xf32>, tensor<9x16x2x64xf32>, tensor<9x16x2x48xf32>) pages(%t, %n : tensor<4x3xi32>, tensor<4xi32>) outs(%o : tensor<4x4x2x48xf32>) sinks(%s : tensor<4xi32>) scale(0.125) -> tensor<4x4x2x48xf32>
+  return
+}

@@ -34,3 +34,19 @@ func.func @spec_causal_dynamic(%q: tensor<?x4x6x64xf32>, %kc: tensor<?x48x2x64xf
       scale(0.125) mask(causal, bottom_right) -> tensor<?x4x6x48xf32>
   return %r : tensor<?x4x6x48xf32>
 }
+
+// -----
+
+// gpt-oss served from a paged cache: a learned sink logit per query head.
+// CHECK-LABEL: func.func @sinks_window
+// CHECK: flash.paged_attention {{.*}} outs(%{{.*}} : tensor<2x8x1x64xbf16>) sinks(%{{.*}} : tensor<8xf32>)
+// CHECK-SAME: scale(0.125) mask(sliding_window, 128, bottom_right) -> tensor<2x8x1x64xbf16>
+func.func @sinks_window(%q: tensor<2x8x1x64xbf16>, %kc: tensor<40x16x2x64xbf16>,
+                        %vc: tensor<40x16x2x64xbf16>, %t: tensor<2x20xi32>, %n: tensor<2xi32>,
+                        %o: tensor<2x8x1x64xbf16>, %s: tensor<8xf32>) -> tensor<2x8x1x64xbf16> {
+  %r = flash.paged_attention ins(%q, %kc, %vc : tensor<2x8x1x64xbf16>, tensor<40x16x2x64xbf16>, tensor<40x16x2x64xbf16>)
+      pages(%t, %n : tensor<2x20xi32>, tensor<2xi32>)
+      outs(%o : tensor<2x8x1x64xbf16>) sinks(%s : tensor<8xf32>)
+      scale(0.125) mask(sliding_window, 128, bottom_right) -> tensor<2x8x1x64xbf16>
+  return %r : tensor<2x8x1x64xbf16>
+}

@@ -127,6 +127,8 @@ LogicalResult PagedAttentionOp::verify() {
   if (conflict(os[3], vs[3]))
     return mismatch("the value dim Dv", "output init", os[3], "'value_cache'",
                     vs[3]);
+  if (failed(verifySinks(getOperation(), getSinks(), q, /*isTile=*/false)))
+    return failure();
   if (hasLse()) {
     auto l = cast<RankedTensorType>(getLseInit().getType());
     bool ok = l.getElementType().isF32() && l.getRank() == 3;

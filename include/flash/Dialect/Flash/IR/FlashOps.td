@@ -283,6 +283,7 @@ def Flash_AttentionGradOp : Flash_Op<"attention_grad", [
 }
 
 def Flash_PagedAttentionOp : Flash_Op<"paged_attention", [
+    AttrSizedOperandSegments,
     DestinationStyleOpInterface,
     Pure,
     DeclareOpInterfaceMethods<ReifyRankedShapedTypeOpInterface, ["reifyResultShapes"]>]> {
@@ -311,7 +312,10 @@ def Flash_PagedAttentionOp : Flash_Op<"paged_attention", [
     anywhere read inside the pool (the result is then the caller's
     garbage, never an out-of-bounds access). A row that sees no key gives
     0 and lse = -inf. `block_table` and `seq_lens` are i32, as the engines
-    store them. Accumulation is f32.
+    store them. Accumulation is f32. With `sinks` (`[Hq]`, one learned
+    logit per query head, gpt-oss), each row's softmax counts the sink as
+    one more key whose value is zero, as for flash.attention: a row that
+    sees no key then gives 0 and lse = sinks[h].
 
     ```mlir
     %o, %lse = flash.paged_attention
@@ -331,6 +335,7 @@ def Flash_PagedAttentionOp : Flash_Op<"paged_attention", [
     AnyRankedTensor:$block_table,
     AnyRankedTensor:$seq_lens,
     Variadic<AnyRankedTensor>:$inits,
+    Optional<AnyRankedTensor>:$sinks,
     F32Attr:$scale,
     OptionalAttr<Flash_MaskAttr>:$mask);
   let results = (outs Variadic<AnyRankedTensor>:$results);
@@ -341,6 +346,7 @@ def Flash_PagedAttentionOp : Flash_Op<"paged_attention", [
     `pages` `(` $block_table `,` $seq_lens `:` type($block_table) `,`
       type($seq_lens) `)`
     `outs` `(` $inits `:` type($inits) `)`
+    (`sinks` `(` $sinks^ `:` type($sinks) `)`)?
     `scale` `(` custom<Scale>($scale) `)`
     (`mask` `(` custom<MaskClause>($mask)^ `)`)?
     attr-dict
