@@ -220,3 +220,56 @@ func.func @tensor_gather_scalar_length(%q: tensor<2x2x1x16xf32>, %kc: tensor<5x4
       ins(%p, %vl : tensor<2x2x1x12xf32>, tensor<2x12x2x8xf32>) outs(%pv_f : tensor<2x2x1x8xf32>) -> tensor<2x2x1x8xf32>
   return %o : tensor<2x2x1x8xf32>
 }
+
+// -----
+
+// gpt-oss from a paged cache written by the frontend: the sink column
+// concatenated after the length mask; the fold keeps the sinks on
+// flash.paged_attention.
+// CHECK-LABEL: func @gather_sinks
+// CHECK-SAME: %[[S:[a-z0-9]+]]: tensor<2xf32>)
+// CHECK: flash.paged_attention
+// CHECK-SAME: sinks(%[[S]] : tensor<2xf32>)
+// CHECK-NOT: tensor.gather
+// TWIN: skip (upstream has no bufferization of tensor.gather, so the
+// original has no executable form; test_paged_cpu.py and test_sinks_cpu.py
+// run paged sinks against float64)
+func.func @gather_sinks(%q: tensor<2x2x1x16xf32>, %kc: tensor<5x4x2x16xf32>, %vc: tensor<5x4x2x8xf32>, %idx: tensor<2x3x1xi64>, %len: index, %sinks: tensor<2xf32>) -> tensor<2x2x1x8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %kg = tensor.gather %kc[%idx] gather_dims([0]) : (tensor<5x4x2x16xf32>, tensor<2x3x1xi64>) -> tensor<2x3x1x4x2x16xf32>
+  %vg = tensor.gather %vc[%idx] gather_dims([0]) : (tensor<5x4x2x8xf32>, tensor<2x3x1xi64>) -> tensor<2x3x1x4x2x8xf32>
+  %kl = tensor.collapse_shape %kg [[0], [1, 2, 3], [4], [5]] : tensor<2x3x1x4x2x16xf32> into tensor<2x12x2x16xf32>
+  %vl = tensor.collapse_shape %vg [[0], [1, 2, 3], [4], [5]] : tensor<2x3x1x4x2x8xf32> into tensor<2x12x2x8xf32>
+  %qk_e = tensor.empty() : tensor<2x2x1x12xf32>
+  %qk_f = linalg.fill ins(%zero : f32) outs(%qk_e : tensor<2x2x1x12xf32>) -> tensor<2x2x1x12xf32>
+  %s = linalg.contract indexing_maps = [
+      affine_map<(b, h, i, j, d) -> (b, h, i, d)>, affine_map<(b, h, i, j, d) -> (b, j, h, d)>,
+      affine_map<(b, h, i, j, d) -> (b, h, i, j)>]
+      ins(%q, %kl : tensor<2x2x1x16xf32>, tensor<2x12x2x16xf32>) outs(%qk_f : tensor<2x2x1x12xf32>) -> tensor<2x2x1x12xf32>
+  %m_e = tensor.empty() : tensor<2x2x1x12xf32>
+  %m = linalg.generic {indexing_maps = [affine_map<(b, h, i, j) -> (b, h, i, j)>, affine_map<(b, h, i, j) -> (b, h, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%s : tensor<2x2x1x12xf32>) outs(%m_e : tensor<2x2x1x12xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %fill = arith.constant -6.550400e+04 : f32
+    %j = linalg.index 3 : index
+    %in = arith.cmpi slt, %j, %len : index
+    %y = arith.select %in, %x, %fill : f32
+    linalg.yield %y : f32
+  } -> tensor<2x2x1x12xf32>
+  %sk_r = tensor.expand_shape %sinks [[0, 1, 2, 3]] output_shape [1, 2, 1, 1] : tensor<2xf32> into tensor<1x2x1x1xf32>
+  %sk_e = tensor.empty() : tensor<2x2x1x1xf32>
+  %sk = linalg.generic {indexing_maps = [affine_map<(a, b, c, d) -> (0, b, 0, d)>, affine_map<(a, b, c, d) -> (a, b, c, d)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%sk_r : tensor<1x2x1x1xf32>) outs(%sk_e : tensor<2x2x1x1xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    linalg.yield %x : f32
+  } -> tensor<2x2x1x1xf32>
+  %cat = tensor.concat dim(3) %m, %sk : (tensor<2x2x1x12xf32>, tensor<2x2x1x1xf32>) -> tensor<2x2x1x13xf32>
+  %sm_e = tensor.empty() : tensor<2x2x1x13xf32>
+  %p13 = linalg.softmax dimension(3) ins(%cat : tensor<2x2x1x13xf32>) outs(%sm_e : tensor<2x2x1x13xf32>) -> tensor<2x2x1x13xf32>
+  %p = tensor.extract_slice %p13[0, 0, 0, 0] [2, 2, 1, 12] [1, 1, 1, 1] : tensor<2x2x1x13xf32> to tensor<2x2x1x12xf32>
+  %pv_e = tensor.empty() : tensor<2x2x1x8xf32>
+  %pv_f = linalg.fill ins(%zero : f32) outs(%pv_e : tensor<2x2x1x8xf32>) -> tensor<2x2x1x8xf32>
+  %o = linalg.contract indexing_maps = [
+      affine_map<(b, h, i, j, e) -> (b, h, i, j)>, affine_map<(b, h, i, j, e) -> (b, j, h, e)>,
+      affine_map<(b, h, i, j, e) -> (b, h, i, e)>]
+      ins(%p, %vl : tensor<2x2x1x12xf32>, tensor<2x12x2x8xf32>) outs(%pv_f : tensor<2x2x1x8xf32>) -> tensor<2x2x1x8xf32>
+  return %o : tensor<2x2x1x8xf32>
+}
