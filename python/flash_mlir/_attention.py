@@ -708,9 +708,13 @@ def _flex_call_key(plain, score_mod, mask_mod, args, sinks):
     top of its plain key, and the arrays the kernel reads after the outputs, in
     order: score_mod_args, the arrays score_mod then mask_mod read from their
     closures and globals, sinks. None where the general path must decide: a
-    function traced on every call, an array that is no CUDA tensor or that
-    autograd sees."""
+    callable that is not a Python function (autograd's own FlexMods, made anew
+    for every call, or an object whose key is itself: either would add an entry
+    per call), a function traced on every call, an array that is no CUDA tensor
+    or that autograd sees."""
     from . import score
+    if any(f is not None and not hasattr(f, "__code__") for f in (score_mod, mask_mod)):
+        return None
     s_key, s_found = score.function_scan(score_mod)
     m_key, m_found = score.function_scan(mask_mod)
     if (score_mod is not None and s_key is None) or (mask_mod is not None and m_key is None):

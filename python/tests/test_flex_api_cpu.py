@@ -175,3 +175,34 @@ def test_bad_flex_arguments_are_named(gen, kwargs, error, match):
     q, k, v = _inputs(gen)
     with pytest.raises(error, match=match):
         attention(q, k, v, **kwargs)
+
+
+def test_flex_call_keys():
+    """The key that sends a repeated Flex-style CUDA call to its launch: one per function
+    and array types, the arrays read afresh; none for autograd's own FlexMods (made anew
+    per call), any other callable object, or arrays that are not CUDA tensors (here on the
+    host, where the general path runs)."""
+    bias = torch.zeros(HQ, LQ, LK)
+
+    def make(b):
+        def score_mod(s, bi, h, i, j):
+            return s + b[h, i, j]
+        return score_mod
+
+    def mask_mod(bi, h, i, j):
+        return j <= i
+
+    plain = ("plain",)
+    key, arrays = am._flex_call_key(plain, None, mask_mod, (), None)
+    assert key == am._flex_call_key(plain, None, mask_mod, (), None)[0] and arrays == ()
+    # A closure over a host tensor: no key (CUDA tensors only).
+    assert am._flex_call_key(plain, make(bias), None, (), None) is None
+    flex = fs.FlexMods(None, mask_mod, 0)
+    assert am._flex_call_key(plain, flex, None, (), None) is None
+
+    class Callable:
+        def __call__(self, bi, h, i, j):
+            return j <= i
+    assert am._flex_call_key(plain, None, Callable(), (), None) is None
+    # Another function body: another key.
+    assert am._flex_call_key(plain, None, lambda bi, h, i, j: j < i, (), None)[0] != key
