@@ -14,7 +14,7 @@
 //===----------------------------------------------------------------------===//
 #include "TestPasses.h"
 
-#include "../../../lib/Conversion/FlashToGPU/TileProgram.h"
+#include "TileProgram.h"
 #include "flash/Dialect/Flash/IR/FlashOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
