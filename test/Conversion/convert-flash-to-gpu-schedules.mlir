@@ -84,8 +84,10 @@
 // with a plain arrival past the last one, and otherwise fetches its next item
 // (gridDim.x + a fetch-and-add) before the item's loads. The consumers read the
 // item after Q's barrier, carrying its ordinal (Q's parity) and the tiles
-// streamed so far (the ring's slot and parity), and hand Q back after their
-// tile loop, before the epilogue.
+// streamed so far (the ring's slot and parity), and hand Q back as soon as
+// the item's last QKᵀ completed (in the deferred schedule's first tile or in
+// its loop, whichever is last; at once for an item without tiles), so the
+// next item's Q loads under this one's last softmax, PV and epilogue.
 // PERS-LABEL: func.func @causal
 // PERS: %[[BLOCKS:.+]] = arith.ceildivsi %{{.+}}, %c128
 // PERS-NEXT: %[[ITEMS:.+]] = arith.muli %[[BLOCKS]], %{{.+}} : index
@@ -117,7 +119,20 @@
 // PERS: nvvm.mbarrier.try_wait.parity
 // PERS: llvm.load %[[SLOT]] : !llvm.ptr<3> -> i32
 // PERS: scf.condition
+// PERS: %[[NOTILE:.+]] = arith.cmpi sge, %[[TB:.+]], %[[TE:.+]] : index
+// PERS-NEXT: scf.if %[[NOTILE]] {
+// PERS: nvvm.mbarrier.arrive %[[QEMPTY:.+]] : !llvm.ptr<3>
 // PERS: nvvm.wgmma.mma_async
+// PERS: nvvm.wgmma.wait.group.sync.aligned 0
+// PERS-NEXT: %[[T1:.+]] = arith.addi %[[TB]], %c1
+// PERS-NEXT: %[[LAST1:.+]] = arith.cmpi eq, %[[T1]], %[[TE]] : index
+// PERS-NEXT: scf.if %[[LAST1]] {
+// PERS: nvvm.mbarrier.arrive
+// PERS: scf.for %[[T:.+]] = %{{.+}} to %[[TE]]
+// PERS: nvvm.wgmma.wait.group.sync.aligned 1
+// PERS-NEXT: %[[T2:.+]] = arith.addi %[[T]], %c1
+// PERS-NEXT: %[[LAST2:.+]] = arith.cmpi eq, %[[T2]], %[[TE]] : index
+// PERS-NEXT: scf.if %[[LAST2]] {
 // PERS: nvvm.mbarrier.arrive
 // PERS: llvm.store
 // PERS: scf.yield

@@ -245,6 +245,7 @@ public:
 private:
   void beginWork();
   void releaseQ();
+  void releaseQAfter(Value t);
   std::pair<Value, Value> slotOf(Value t);
   Value waitFull(Value t);
   void zeroValueTail(Value t, Value s);
@@ -395,6 +396,8 @@ void WgmmaConsumer::beginWork() {
 
 /// With a persistent grid: one arrival per consumer warp hands Q's buffer
 /// to the producer for the next work item (every QKᵀ of this one is done).
+/// The arrival comes as soon as the item's last QKᵀ completed, so the next
+/// item's Q loads under this one's last softmax, PV and epilogue.
 void WgmmaConsumer::releaseQ() {
   Value lane0 =
       arith::CmpIOp::create(b, arith::CmpIPredicate::eq, lane, constIdx(b, 0));
@@ -402,6 +405,19 @@ void WgmmaConsumer::releaseQ() {
   OpBuilder::InsertionGuard g(b);
   b.setInsertionPointToStart(ifLane0.thenBlock());
   mbarArrive(b, smemOffset(b, env.tiles, L.qEmptyOff(S)));
+}
+
+/// After the QKᵀ of step `t` is known complete: Q's last reader, when `t` is
+/// the item's last step.
+void WgmmaConsumer::releaseQAfter(Value t) {
+  if (!cfg.persistent)
+    return;
+  Value last = arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
+                                     idxAdd(b, t, one), env.tEnd);
+  auto ifLast = scf::IfOp::create(b, last, /*withElse=*/false);
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointToStart(ifLast.thenBlock());
+  releaseQ();
 }
 
 Value WgmmaConsumer::descAt(Value d, int64_t units) {
@@ -597,6 +613,7 @@ TileLoopState WgmmaConsumer::runSerial() {
   Value acc = issueQK(s);
   passTurn();
   NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
+  releaseQAfter(t);
   SmallVector<Value> sv = extract(acc);
   std::array<Value, 2> alpha = softmax(t, sv, next.st);
   rescale(next.O, alpha);
@@ -627,6 +644,7 @@ TileLoopState WgmmaConsumer::runDeferredPV() {
     Value acc = issueQK(s);
     passTurn();
     NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
+    releaseQAfter(env.tBegin);
     SmallVector<Value> sv = extract(fenceRegisters(b, acc));
     TileLoopState first = init;
     (void)softmax(env.tBegin, sv, first.st); // O is zero: nothing to rescale
@@ -651,6 +669,7 @@ TileLoopState WgmmaConsumer::runDeferredPV() {
     passTurn();
     // S_t is complete; PV_{t-1} may still run.
     NVVM::WgmmaWaitGroupSyncOp::create(b, 1);
+    releaseQAfter(t);
     SmallVector<Value> sv = extract(fenceRegisters(b, acc));
     std::array<Value, 2> alpha = softmax(t, sv, next.st);
     NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
@@ -1003,10 +1022,20 @@ void WgmmaConsumer::mergeIfLast() {
 
 void WgmmaConsumer::build() {
   beginWork();
+  // The serial and deferred schedules hand Q back after their last QKᵀ
+  // (releaseQAfter); an item with no tile, or the look-ahead schedule, here.
+  if (cfg.persistent && !cfg.overlap) {
+    Value empty = arith::CmpIOp::create(b, arith::CmpIPredicate::sge,
+                                        env.tBegin, env.tEnd);
+    auto ifEmpty = scf::IfOp::create(b, empty, /*withElse=*/false);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(ifEmpty.thenBlock());
+    releaseQ();
+  }
   TileLoopState fin = cfg.deferPV  ? runDeferredPV()
                       : cfg.overlap ? runOverlapped()
                                     : runSerial();
-  if (cfg.persistent)
+  if (cfg.persistent && cfg.overlap)
     releaseQ();
   storeEpilogue(fin);
 }
