@@ -108,9 +108,10 @@ flash::unpackVarlenAttention(OpBuilder &b, VarlenAttentionOp op) {
           inits.push_back(tensor::EmptyOp::create(
               nb, l, ArrayRef<OpFoldResult>(oSizes).take_front(2),
               nb.getF32Type()));
-        auto attn = AttentionOp::create(nb, l, qh, kh, vh, inits, ValueRange{},
-                                        op.getScale().convertToFloat(),
-                                        op.getMaskAttr());
+        auto attn = AttentionOp::create(
+            nb, l, TypeRange(ValueRange(inits)), qh, kh, vh, inits,
+            /*captures=*/ValueRange(), op.getSinks(), /*offsets=*/ValueRange(),
+            /*query_len=*/Value(), op.getScaleAttr(), op.getMaskAttr());
         Value o = swapTokensAndHeads(nb, l, attn.getResult(0));
         SmallVector<OpFoldResult> strides(3, nb.getIndexAttr(1));
         SmallVector<OpFoldResult> at = {q0, nb.getIndexAttr(0),

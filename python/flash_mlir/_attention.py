@@ -242,9 +242,10 @@ def _score_mod_ir(q_shape, k_shape, bias=None, softcap=None, alibi_slopes=None,
     return caps, _captures_clause(caps), region
 
 
-def _sinks_ir(q_shape, dtype, sinks):
+def _sinks_ir(q_shape, dtype, sinks, heads_dim=-3):
     """attention_ir's sinks=(shape, element type), checked against q: [Hq] of
-    float32 or q's element type."""
+    float32 or q's element type, Hq = q_shape[heads_dim] (-3 for [batch...,
+    Hq, Lq, D], 1 for a packed varlen q [Tq, Hq, D])."""
     shape, elt = sinks
     shape = tuple(_check_dim("sinks shape", d) for d in shape)
     name = _TYPE_NAMES.get(str(elt).replace("torch.", ""))
@@ -253,9 +254,9 @@ def _sinks_ir(q_shape, dtype, sinks):
     if len(q_shape) < 3:
         raise ValueError("sinks are one logit per query head: q needs a heads dim "
                          "[batch..., Hq, Lq, D], got q of shape %s" % (tuple(q_shape),))
-    if shape != (q_shape[-3],):
-        raise ValueError("sinks must have shape [Hq] = (%d,) (q's heads, q.shape[-3]), got %s"
-                         % (q_shape[-3], shape))
+    if shape != (q_shape[heads_dim],):
+        raise ValueError("sinks must have shape [Hq] = (%d,) (q's heads, q.shape[%d]), got %s"
+                         % (q_shape[heads_dim], heads_dim, shape))
     return shape, name
 
 
@@ -396,13 +397,14 @@ def paged_attention_ir(q_shape, cache_k_shape, cache_v_shape, table_shape, dtype
 
 
 def varlen_attention_ir(q_shape, k_shape, v_shape, num_seqs, dtype="f32", *, scale=None,
-                        causal=False, window=None, align="top_left", lse=False,
+                        causal=False, window=None, align="top_left", lse=False, sinks=None,
                         name=FUNC_NAME):
     """The module of attention() on a packed batch of variable-length
     sequences: flash.varlen_attention in destination-passing style on memrefs
-    (q, k, v, out[, lse], cu_seqlens_q, cu_seqlens_k). q [Tq, Hq, D], k [Tk,
-    Hkv, D], v [Tk, Hkv, Dv]; the offsets are i32 [num_seqs + 1]; lse is
-    [Hq, Tq]. A mask aligns within each sequence."""
+    (q, k, v, out[, lse], cu_seqlens_q, cu_seqlens_k[, sinks]). q [Tq, Hq, D],
+    k [Tk, Hkv, D], v [Tk, Hkv, Dv]; the offsets are i32 [num_seqs + 1]; lse
+    is [Hq, Tq]. A mask aligns within each sequence. sinks=(shape, element
+    type): one logit per query head, [Hq]."""
     q_shape, k_shape, v_shape, scale = _checked_signature(q_shape, k_shape, v_shape, scale)
     for what, sh, layout in (("q", q_shape, "[Tq, Hq, D]"), ("k", k_shape, "[Tk, Hkv, D]"),
                              ("v", v_shape, "[Tk, Hkv, Dv]")):
@@ -416,9 +418,15 @@ def varlen_attention_ir(q_shape, k_shape, v_shape, num_seqs, dtype="f32", *, sca
     if lse:
         args.append(("lse", (q_shape[1], q_shape[0]), "f32", True))
     args += [("cu_q", (num_seqs + 1,), "i32", False), ("cu_k", (num_seqs + 1,), "i32", False)]
+    sinks_clause = ""
+    if sinks is not None:
+        sinks = _sinks_ir(q_shape, dtype, sinks, heads_dim=1)
+        args.append(("sinks", sinks[0], sinks[1], False))
+        sinks_clause = " sinks(%%sinks_t : %s)" % _tensor(*sinks)
     return _destination_func(args, 3, ("flash.varlen_attention", "seqlens"),
-                             " scale(%.9e)%s" % (scale, _mask_clause(causal, window, align)),
-                             name)
+                             "%s scale(%.9e)%s" % (sinks_clause, scale,
+                                                   _mask_clause(causal, window, align)),
+                             name, n_after=1 if sinks is not None else 0)
 
 
 def attention_grad_ir(q_shape, k_shape, v_shape, dtype="f32", *, scale=None, causal=False,
@@ -795,16 +803,16 @@ def slopes_type(slopes, kind):
     return tuple(slopes.shape)
 
 
-def sinks_type(sinks, kind, elt, q_shape):
+def sinks_type(sinks, kind, elt, q_shape, heads_dim=-3):
     """attention_ir's sinks=(shape, element type) of a sinks array: q's kind,
-    float32 or q's dtype, one per query head ([Hq], q.shape[-3])."""
+    float32 or q's dtype, one per query head ([Hq], q.shape[heads_dim])."""
     skind, sdt = _array_kind("sinks", sinks)
     if skind != kind:
         raise TypeError("sinks must be the same kind of array as q (%s), got %s" % (kind, skind))
     selt = _ARG_TYPES.get(sdt)
     if selt not in ("f32", elt):
         raise TypeError("sinks must be float32 or q's dtype, got %s" % sinks.dtype)
-    return _sinks_ir(tuple(q_shape), elt, (tuple(sinks.shape), selt))
+    return _sinks_ir(tuple(q_shape), elt, (tuple(sinks.shape), selt), heads_dim)
 
 
 def _array_kind(name, x):
@@ -907,9 +915,11 @@ def _kernel_for(q, k, v, scale, causal, window, align, return_lse, dynamic, pipe
         _check_index_array("cu_seqlens_k", cu_seqlens_k, kind, (cu_seqlens_q.shape[0],))
         if cu_seqlens_q.shape[0] == 0:
             raise ValueError("cu_seqlens_q must hold B + 1 >= 1 offsets, got none")
+        sinks_ir = None if sinks is None else sinks_type(sinks, kind, elt, q.shape,
+                                                         heads_dim=1)
         ir = varlen_attention_ir(q.shape, k.shape, v.shape, cu_seqlens_q.shape[0] - 1, elt,
                                  scale=scale, causal=causal, window=window, align=align,
-                                 lse=return_lse)
+                                 lse=return_lse, sinks=sinks_ir)
     elif block_table is not None:
         if len(q.shape) != 4:
             raise ValueError("with block_table=, q must be [B, Hq, Lq, D], got %s"
@@ -966,13 +976,14 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align=None,
     bias. alibi_slopes: float32 [Hq] or [B, Hq], ALiBi as FlashAttention
     defines it, − slope·|i + Lk − Lq − j| added after the bias.
     sinks: attention sinks (gpt-oss), one learned logit per query head: a
-    1-D array [Hq] (Hq = q.shape[-3], so q needs a batch dim) of q's kind,
+    1-D array [Hq] (Hq = q.shape[-3], so q needs a batch dim; q.shape[1]
+    of a packed varlen q) of q's kind,
     float32 or q's dtype. Each row's softmax counts sinks[h] as one more
     key whose value is zero: p_j = exp(s_j) / (exp(sinks[h]) + sum_k
     exp(s_k)), and the lse includes it; a row that sees no key gives 0 and
     lse = sinks[h]. With every mask, score modification, GQA, out= and
     dynamic; under autograd it gets its gradient; with block_table (a paged
-    cache, as gpt-oss is served). Not with cu_seqlens_q.
+    cache, as gpt-oss is served) and with cu_seqlens_q (a packed prefill).
     score_mod=fn, score_mod_args=(tensors...): any elementwise function of
     the scaled score, written in Python: fn(score, *batch_indices, q_idx,
     kv_idx, *args) is traced once (per function, closure and argument
@@ -1096,9 +1107,6 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align=None,
     paged = block_table is not None or seq_lens is not None
     varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
     if sinks is not None:
-        if varlen:
-            raise ValueError("sinks= is not supported with cu_seqlens_q= (flash.attention and "
-                             "flash.paged_attention have sinks)")
         # Before autograd can see a torch tensor beside NumPy arrays.
         skind, qkind = _array_kind("sinks", sinks)[0], _array_kind("q", q)[0]
         if skind != qkind:
@@ -1352,10 +1360,8 @@ def prebuild(q_shape, k_shape, v_shape, dtype, *, device="cuda", scale=None, cau
         if belt not in ("f32", elt):
             raise TypeError("bias dtype must be float32 or q's dtype, got %r" % (bdtype,))
         bias_ir = (tuple(shape), belt)
-    if sinks is not None and cu_seqlens is not None:
-        raise ValueError("sinks= is not supported with cu_seqlens= (flash.attention and "
-                         "flash.paged_attention have sinks)")
-    sinks_ir = None if sinks is None else _sinks_ir(tuple(q_shape), elt, sinks)
+    sinks_ir = None if sinks is None else _sinks_ir(
+        tuple(q_shape), elt, sinks, heads_dim=1 if cu_seqlens is not None else -3)
     if cu_seqlens is not None:
         if grad or bias is not None or softcap is not None or alibi_slopes is not None \
                 or dynamic or block_table is not None or score_mod is not None:
@@ -1366,7 +1372,8 @@ def prebuild(q_shape, k_shape, v_shape, dtype, *, device="cuda", scale=None, cau
             raise ValueError("cu_seqlens must be (B + 1,) with B + 1 >= 1, got %s"
                              % (tuple(cu_seqlens),))
         ir = varlen_attention_ir(q_shape, k_shape, v_shape, n - 1, elt, scale=scale,
-                                 causal=causal, window=window, align=align, lse=return_lse)
+                                 causal=causal, window=window, align=align, lse=return_lse,
+                                 sinks=sinks_ir)
         return _library_for(ir, device, pipeline, format_options(options))
     if block_table is not None:
         if grad or bias is not None or softcap is not None or alibi_slopes is not None \

@@ -450,9 +450,9 @@ def test_argument_errors(rng):
                   torch.from_numpy(v), sinks=torch.from_numpy(rand_sinks(rng, 2)))
 
 
-def test_paged_sinks_equal_contiguous_and_varlen_refuses_them(rng):
+def test_paged_sinks_equal_contiguous(rng):
     """A paged cache whose pages hold each sequence in order is the contiguous
-    attention (bottom-right), sinks included; a packed varlen batch refuses them."""
+    attention (bottom-right), sinks included."""
     sinks = rand_sinks(rng)
     b, lq, lk = 2, 3, 48
     q = rand(rng, (b, HQ, lq, D))
@@ -471,10 +471,54 @@ def test_paged_sinks_equal_contiguous_and_varlen_refuses_them(rng):
     ref, ref_lse = sinks_ref(q, k, v, sinks, causal=True, align="bottom_right")
     np.testing.assert_allclose(paged, ref, atol=2e-5, rtol=1e-4)
     np.testing.assert_allclose(plse, ref_lse, atol=2e-5, rtol=1e-5)
-    qp, kp, vp = rand(rng, (30, HQ, D)), rand(rng, (40, HKV, D)), rand(rng, (40, HKV, DV))
+
+
+# Packed varlen batches: (query lengths, key lengths, mask keywords). The second
+# holds a sequence with no key (its rows give 0 and lse = the sink) and one with
+# no query.
+VARLEN_CASES = {
+    "causal-bottom-right": ([5, 17, 9], [21, 17, 40], {"causal": True, "align": "bottom_right"}),
+    "window-empty-seqs": ([6, 0, 11, 3], [0, 7, 30, 19], {"window": 8, "align": "bottom_right"}),
+    "plain-lq-gt-lk": ([23, 4], [9, 31], {}),
+}
+
+
+@pytest.mark.parametrize("name", list(VARLEN_CASES))
+def test_varlen_sinks_match_reference(rng, name):
+    """A packed batch with sinks: each sequence is its own attention with the
+    sinks of its heads, against float64 per sequence (out and lse)."""
+    lqs, lks, kw = VARLEN_CASES[name]
+    cu_q = np.concatenate([[0], np.cumsum(lqs)]).astype(np.int32)
+    cu_k = np.concatenate([[0], np.cumsum(lks)]).astype(np.int32)
+    q = rand(rng, (cu_q[-1], HQ, D))
+    k, v = rand(rng, (cu_k[-1], HKV, D)), rand(rng, (cu_k[-1], HKV, DV))
+    sinks = rand_sinks(rng)
+    out, lse = attention(q, k, v, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, sinks=sinks,
+                         return_lse=True, **kw)
+    assert out.shape == (cu_q[-1], HQ, DV) and lse.shape == (HQ, cu_q[-1])
+    for b in range(len(lqs)):
+        q0, q1, k0, k1 = cu_q[b], cu_q[b + 1], cu_k[b], cu_k[b + 1]
+        if q1 == q0:
+            continue
+        heads = lambda x: x.transpose(1, 0, 2)
+        ref, ref_lse = sinks_ref(heads(q[q0:q1]), heads(k[k0:k1]), heads(v[k0:k1]), sinks, **kw)
+        np.testing.assert_allclose(heads(out[q0:q1]), ref, atol=2e-5, rtol=1e-4)
+        np.testing.assert_allclose(lse[:, q0:q1], ref_lse, atol=2e-5, rtol=1e-5)
+        if k1 == k0:
+            np.testing.assert_array_equal(out[q0:q1], 0)
+            np.testing.assert_allclose(lse[:, q0:q1], np.repeat(sinks[:, None], q1 - q0, 1),
+                                       rtol=1e-6)
+
+
+def test_varlen_sinks_errors(rng):
+    q, k, v = rand(rng, (30, HQ, D)), rand(rng, (40, HKV, D)), rand(rng, (40, HKV, DV))
     cu_q, cu_k = np.array([0, 12, 30], np.int32), np.array([0, 25, 40], np.int32)
-    with pytest.raises(ValueError, match="sinks= is not supported with cu_seqlens_q="):
-        attention(qp, kp, vp, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, sinks=sinks)
+    # One per query head: q.shape[1], not the tokens.
+    with pytest.raises(ValueError, match=r"sinks must have shape \[Hq\] = \(4,\) \(q's heads, q.shape\[1\]\)"):
+        attention(q, k, v, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, sinks=rand_sinks(rng, hq=30))
+    with pytest.raises(ValueError, match="sinks must have shape"):
+        flash_mlir.prebuild((30, HQ, D), (40, HKV, D), (40, HKV, DV), "f32", device="cpu",
+                            cu_seqlens=(3,), sinks=((30,), "f32"))
 
 
 def test_ir_and_prebuild_errors():
@@ -488,8 +532,5 @@ def test_ir_and_prebuild_errors():
     with pytest.raises(ValueError, match="sinks must have shape"):
         flash_mlir.prebuild((2, HQ, 1, D), (6, 16, HKV, D), (6, 16, HKV, DV), "f32",
                             device="cpu", block_table=(2, 3), sinks=((HKV,), "f32"))
-    with pytest.raises(ValueError, match="sinks= is not supported with cu_seqlens="):
-        flash_mlir.prebuild((30, HQ, D), (40, HKV, D), (40, HKV, DV), "f32", device="cpu",
-                            cu_seqlens=(3,), sinks=((HQ,), "f32"))
     with pytest.raises(ValueError, match="sinks must have shape"):
         flash_mlir.prebuild(qs, ks, vs, "f32", device="cpu", sinks=((HQ + 1,), "float32"))

@@ -79,6 +79,12 @@ def prebuild_all(cache_dir):
         print(name, "mma", flash_mlir.prebuild(c["q"], c["k"], c["v"], c["dtype"],
                                                cu_seqlens=(len(c["cu_q"]),), kernel="mma",
                                                **c["kw"]))
+    for name, (base, kw) in SINK_CASES.items():
+        c = CASES[base]
+        print(name, flash_mlir.prebuild(c["q"], c["k"], c["v"], c["dtype"],
+                                        cu_seqlens=(len(c["cu_q"]),),
+                                        sinks=((c["q"][1],), "float32"),
+                                        **dict(c["kw"], **kw, return_lse=True)))
 
 
 def _inputs(torch, c):
@@ -155,6 +161,47 @@ def test_matches_reference(name):
         dead = ~np.isfinite(ref_lse) & covered[None, :]
         assert (lse[dead] == -np.inf).all()
         assert (ref[~np.isfinite(ref_lse).T & covered[:, None]] == 0).all()
+
+
+# Sinks (gpt-oss) on a packed batch: (base case, extra options). The base cases hold empty
+# sequences (no key: the rows give 0 and lse = the sink) and clamped offsets.
+SINK_CASES = {
+    "sinks-gqa4-causal-wgmma": ("prefill-gqa4-causal", {}),
+    "sinks-gqa4-causal-mma": ("prefill-gqa4-causal", {"kernel": "mma"}),
+    "sinks-window-d96": ("window-d96-dv64", {}),
+    "sinks-clamped": ("clamped-offsets", {}),
+    "sinks-f16-bottom-right": ("lq-ne-lk-bottom-right-f16-lse", {}),
+}
+
+
+@pytest.mark.parametrize("name", list(SINK_CASES))
+def test_sinks_match_reference(name):
+    """Each row counts sinks[h] as one more key of value zero: from the definition's
+    (o, lse) without sinks, lse' = logaddexp(lse, sinks[h]), o' = o·exp(lse − lse')."""
+    torch = _cuda()
+    base, extra = SINK_CASES[name]
+    c = CASES[base]
+    kw = dict(c["kw"], **extra, return_lse=True)
+    q, k, v, cq, ck = _inputs(torch, c)
+    sinks = torch.randn(c["q"][1], device="cuda") * 2.0 + 2.0
+    out, lse = flash_mlir.attention(q, k, v, cu_seqlens_q=cq, cu_seqlens_k=ck, sinks=sinks,
+                                    **kw)
+    torch.cuda.synchronize()
+    masks = {key: kw[key] for key in ("causal", "window", "align") if key in kw}
+    ref, ref_lse = varlen_attention_ref(*(x.double().cpu().numpy() for x in (q, k, v)),
+                                        c["cu_q"], c["cu_k"], np.zeros(out.shape),
+                                        np.zeros(lse.shape), **masks)
+    covered = np.zeros(c["q"][0], bool)
+    for q0, q1 in _ranges(c["cu_q"], c["q"][0]):
+        covered[q0:q1] = True
+    s = np.broadcast_to(sinks.double().cpu().numpy()[:, None], ref_lse.shape)
+    want_lse = np.logaddexp(ref_lse, s)
+    want = ref * np.exp(ref_lse - want_lse).T[..., None]
+    # bf16/f16 outputs: their rounding bounds the error.
+    err = np.abs(out.double().cpu().numpy() - want)[covered].max()
+    assert err < 1e-2, err
+    assert np.abs(lse.double().cpu().numpy() - want_lse)[:, covered].max() <= 1e-3
+    assert np.abs(want - ref)[covered].max() > 1e-2  # the sinks are seen
 
 
 # One sequence is the contiguous op's work on the same kernel, in the same order.

@@ -67,3 +67,41 @@ func.func @prefill_varlen(%q: memref<100x8x128xbf16>, %k: memref<300x2x128xbf16>
   return
 }
 
+
+// -----
+
+// Sinks (gpt-oss): the kernels take them after the head count and before the
+// offsets, and each finished row counts its head's sink (the block's head,
+// modulo the sinks' length, times log2 e).
+// CHECK-LABEL: func.func @varlen_sinks
+// CHECK: %[[S:.*]] = memref.cast %{{.*}} : memref<8xf32> to memref<?xf32>
+// CHECK: gpu.launch_func async [%{{.*}}] @flash_attention_0::@kernel {{.*}} args({{.*}} : index, {{.*}} : index, {{.*}} : index, {{.*}} : index, %[[S]] : memref<?xf32>, {{.*}} : memref<?xi32>, {{.*}} : memref<?xi32>)
+// CHECK: gpu.func @kernel({{.*}}: index, %[[KS:.*]]: memref<?xf32>, %{{.*}}: memref<?xi32>, %{{.*}}: memref<?xi32>)
+// CHECK: %[[N:.*]] = memref.dim %[[KS]], %c0
+// CHECK: %[[H:.*]] = arith.remui %{{.*}}, %[[N]]
+// CHECK: memref.load %[[KS]][%[[H]]] : memref<?xf32>
+// CHECK: arith.mulf %{{.*}}, %cst{{.*}} : f32
+
+// MMA-LABEL: func.func @varlen_sinks
+// MMA: %[[S:.*]] = memref.cast %{{.*}} : memref<8xf32> to memref<?xf32>
+// MMA: gpu.launch_func async [%{{.*}}] @flash_attention_0::@kernel {{.*}} args({{.*}} : memref<?x?x64xbf16>, {{.*}} : index, {{.*}} : index, %[[S]] : memref<?xf32>, {{.*}} : memref<?xi32>, {{.*}} : memref<?xi32>)
+// MMA: gpu.func @kernel({{.*}}: index, %[[KS:.*]]: memref<?xf32>, %{{.*}}: memref<?xi32>, %{{.*}}: memref<?xi32>)
+// MMA: %[[N:.*]] = memref.dim %[[KS]], %c0
+// MMA: %[[H:.*]] = arith.remui %{{.*}}, %[[N]]
+// MMA: memref.load %[[KS]][%[[H]]] : memref<?xf32>
+// PTX-LABEL: .entry kernel(
+// PTX: wgmma.mma_async.sync.aligned
+// PTXMMA-LABEL: .entry kernel(
+// PTXMMA: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
+func.func @varlen_sinks(%q: memref<100x8x128xbf16>, %k: memref<300x2x128xbf16>, %v: memref<300x2x64xbf16>, %o: memref<100x8x64xbf16>, %cu_q: memref<5xi32>, %cu_k: memref<5xi32>, %s: memref<8xf32>) attributes {llvm.emit_c_interface} {
+  %q_t = bufferization.to_tensor %q restrict : memref<100x8x128xbf16> to tensor<100x8x128xbf16>
+  %k_t = bufferization.to_tensor %k restrict : memref<300x2x128xbf16> to tensor<300x2x128xbf16>
+  %v_t = bufferization.to_tensor %v restrict : memref<300x2x64xbf16> to tensor<300x2x64xbf16>
+  %o_t = bufferization.to_tensor %o restrict writable : memref<100x8x64xbf16> to tensor<100x8x64xbf16>
+  %cu_q_t = bufferization.to_tensor %cu_q restrict : memref<5xi32> to tensor<5xi32>
+  %cu_k_t = bufferization.to_tensor %cu_k restrict : memref<5xi32> to tensor<5xi32>
+  %s_t = bufferization.to_tensor %s restrict : memref<8xf32> to tensor<8xf32>
+  %r = flash.varlen_attention ins(%q_t, %k_t, %v_t : tensor<100x8x128xbf16>, tensor<300x2x128xbf16>, tensor<300x2x64xbf16>) seqlens(%cu_q_t, %cu_k_t : tensor<5xi32>, tensor<5xi32>) outs(%o_t : tensor<100x8x64xbf16>) sinks(%s_t : tensor<8xf32>) scale(8.838834765e-02) mask(causal, bottom_right) -> tensor<100x8x64xbf16>
+  bufferization.materialize_in_destination %r in restrict writable %o : (tensor<100x8x64xbf16>, memref<100x8x64xbf16>) -> ()
+  return
+}

@@ -30,3 +30,19 @@ func.func @varlen_causal_lse(%q: tensor<20x4x16xf32>, %k: tensor<25x2x16xf32>, %
       -> tensor<20x4x8xf32>, tensor<4x20xf32>
   return %o, %l : tensor<20x4x8xf32>, tensor<4x20xf32>
 }
+
+// -----
+
+// Sinks: every sequence's flash.attention takes the op's sinks (all the
+// query heads are in each).
+// CHECK-LABEL: func.func @varlen_sinks
+// CHECK-SAME: %[[S:[a-z0-9]+]]: tensor<4xbf16>
+// CHECK: scf.for
+// CHECK:   flash.attention ins(%{{.+}}, %{{.+}}, %{{.+}} : tensor<4x?x16xf32>, tensor<2x?x16xf32>, tensor<2x?x8xf32>) outs(%{{.+}} : tensor<4x?x8xf32>) sinks(%[[S]] : tensor<4xbf16>) scale(0.25) mask(sliding_window, 5, bottom_right)
+func.func @varlen_sinks(%q: tensor<20x4x16xf32>, %k: tensor<25x2x16xf32>, %v: tensor<25x2x8xf32>, %cq: tensor<4xi32>, %ck: tensor<4xi32>, %o0: tensor<20x4x8xf32>, %s: tensor<4xbf16>) -> tensor<20x4x8xf32> {
+  %o = flash.varlen_attention ins(%q, %k, %v : tensor<20x4x16xf32>, tensor<25x2x16xf32>, tensor<25x2x8xf32>)
+      seqlens(%cq, %ck : tensor<4xi32>, tensor<4xi32>)
+      outs(%o0 : tensor<20x4x8xf32>) sinks(%s : tensor<4xbf16>) scale(0.25) mask(sliding_window, 5, bottom_right)
+      -> tensor<20x4x8xf32>
+  return %o : tensor<20x4x8xf32>
+}

@@ -131,15 +131,15 @@ FailureOr<OperandBuffers> gpu_lowering::operandBuffers(PagedAttentionOp op) {
 
 FailureOr<OperandBuffers> gpu_lowering::operandBuffers(VarlenAttentionOp op) {
   OperandBuffers bufs;
-  if (failed(readBuffers(op, {{op.getQuery(), "query", &bufs.q},
-                              {op.getKey(), "key", &bufs.k},
-                              {op.getValue(), "value", &bufs.v},
-                              {op.getCuSeqlensQ(), "query offsets",
-                               &bufs.cuSeqlensQ},
-                              {op.getCuSeqlensK(), "key offsets",
-                               &bufs.cuSeqlensK},
-                              {op.getOutputInit(), "output init", &bufs.out},
-                              {op.getLseInit(), "lse init", &bufs.lse}})))
+  if (failed(readBuffers(
+          op, {{op.getQuery(), "query", &bufs.q},
+               {op.getKey(), "key", &bufs.k},
+               {op.getValue(), "value", &bufs.v},
+               {op.getCuSeqlensQ(), "query offsets", &bufs.cuSeqlensQ},
+               {op.getCuSeqlensK(), "key offsets", &bufs.cuSeqlensK},
+               {op.getOutputInit(), "output init", &bufs.out},
+               {op.getLseInit(), "lse init", &bufs.lse},
+               {op.getSinks(), "sinks", &bufs.sinks}})))
     return failure();
   return bufs;
 }

@@ -101,6 +101,7 @@ gpu_lowering::memrefKernelSpec(VarlenAttentionOp op, std::string &why) {
   spec.oElem = op.getOutputType().getElementType();
   spec.mask = op.getMaskOrNone();
   spec.hasLse = op.hasLse();
+  spec.hasSinks = op.getSinks() != nullptr;
   spec.scale = op.getScale().convertToDouble();
   return spec;
 }
@@ -231,7 +232,14 @@ MemrefLaunchArgs gpu_lowering::memrefLaunchArgs(ImplicitLocOpBuilder &b,
       r.args.push_back(castDynamic(b, bufs.lse, {0, 1}));
     r.hkv = memref::DimOp::create(b, bufs.k, 1);
     r.bhCount = memref::DimOp::create(b, bufs.q, 1);
-    r.args.append({r.hkv, r.bhCount, castDynamic(b, bufs.cuSeqlensQ, {0}),
+    r.args.append({r.hkv, r.bhCount});
+    // As for a paged cache: the sinks after the batch sizes (the heads), the
+    // offsets last.
+    if (bufs.sinks) {
+      r.sinks = castDynamic(b, bufs.sinks, {0});
+      r.args.push_back(r.sinks);
+    }
+    r.args.append({castDynamic(b, bufs.cuSeqlensQ, {0}),
                    castDynamic(b, bufs.cuSeqlensK, {0})});
     r.lq = memref::DimOp::create(b, bufs.q, 0);
     r.lk = memref::DimOp::create(b, bufs.k, 0);

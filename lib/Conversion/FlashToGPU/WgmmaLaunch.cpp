@@ -482,6 +482,10 @@ LogicalResult gpu_lowering::lowerVarlenToWgmmaLaunch(
   spec.hasLse = op.hasLse();
   spec.scale = op.getScale().convertToDouble();
   spec.varlen = true;
+  if (bufs.sinks)
+    spec.sinksType = MemRefType::get(
+        {ShapedType::kDynamic},
+        cast<MemRefType>(bufs.sinks.getType()).getElementType());
   KernelConfig cfg = resolveWgmmaConfig(options, chip, spec);
   if (failed(checkSharedMemory(op, cfg, spec, chip)))
     return failure();
@@ -522,8 +526,12 @@ LogicalResult gpu_lowering::lowerVarlenToWgmmaLaunch(
         tmaDescriptor(b, v3, cfg.blockN, /*packed=*/true), dataPointer(b, bufs.out)};
     if (bufs.lse)
       args.push_back(dataPointer(b, bufs.lse));
-    args.append({tq, tk, hkv, hq, dynamic1(bufs.cuSeqlensQ),
-                 dynamic1(bufs.cuSeqlensK)});
+    args.append({tq, tk, hkv, hq});
+    // The kernel's order: the sinks after the batch sizes (the heads), the
+    // offsets last.
+    if (bufs.sinks)
+      args.push_back(memref::CastOp::create(b, spec.sinksType, bufs.sinks));
+    args.append({dynamic1(bufs.cuSeqlensQ), dynamic1(bufs.cuSeqlensK)});
     // Each sequence ends in at most one partial block.
     Value gx = arith::AddIOp::create(
         b, arith::CeilDivSIOp::create(b, tq, constIdx(b, cfg.blockM)),

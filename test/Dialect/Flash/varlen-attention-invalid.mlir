@@ -77,3 +77,22 @@ func.func @elem_mismatch(%q: tensor<20x4x16xf32>, %k: tensor<25x2x16xbf16>, %v: 
   %r = flash.varlen_attention ins(%q, %k, %v : tensor<20x4x16xf32>, tensor<25x2x16xbf16>, tensor<25x2x8xbf16>) seqlens(%cq, %ck : tensor<4xi32>, tensor<4xi32>) outs(%o : tensor<20x4x8xf32>) scale(0.25) -> tensor<20x4x8xf32>
   return
 }
+
+// -----
+
+// The sinks are per query head: dim 1 of the packed query, not its tokens.
+func.func @sinks_per_token(%q: tensor<20x4x16xf32>, %k: tensor<30x2x16xf32>, %v: tensor<30x2x24xf32>,
+                           %cq: tensor<3xi32>, %ck: tensor<3xi32>, %o: tensor<20x4x24xf32>, %s: tensor<20xf32>) {
+  // expected-error @+1 {{'sinks' 'tensor<20xf32>' must have one logit per query head (4 in 'query' 'tensor<20x4x16xf32>')}}
+  %r = flash.varlen_attention ins(%q, %k, %v : tensor<20x4x16xf32>, tensor<30x2x16xf32>, tensor<30x2x24xf32>) seqlens(%cq, %ck : tensor<3xi32>, tensor<3xi32>) outs(%o : tensor<20x4x24xf32>) sinks(%s : tensor<20xf32>) scale(0.25) -> tensor<20x4x24xf32>
+  return
+}
+
+// -----
+
+func.func @sinks_2d(%q: tensor<20x4x16xf32>, %k: tensor<30x2x16xf32>, %v: tensor<30x2x24xf32>,
+                    %cq: tensor<3xi32>, %ck: tensor<3xi32>, %o: tensor<20x4x24xf32>, %s: tensor<1x4xf32>) {
+  // expected-error @+1 {{'sinks' must be a 1-D tensor of f32, f16 or bf16 (one logit per query head), got 'tensor<1x4xf32>'}}
+  %r = flash.varlen_attention ins(%q, %k, %v : tensor<20x4x16xf32>, tensor<30x2x16xf32>, tensor<30x2x24xf32>) seqlens(%cq, %ck : tensor<3xi32>, tensor<3xi32>) outs(%o : tensor<20x4x24xf32>) sinks(%s : tensor<1x4xf32>) scale(0.25) -> tensor<20x4x24xf32>
+  return
+}

@@ -25,3 +25,14 @@ func.func @dynamic_tokens(%q: tensor<?x4x16xf32>, %k: tensor<?x2x16xf32>, %v: te
   %r = flash.varlen_attention ins(%q, %k, %v : tensor<?x4x16xf32>, tensor<?x2x16xf32>, tensor<?x2x24xf32>) seqlens(%cq, %ck : tensor<?xi32>, tensor<?xi32>) outs(%o : tensor<?x4x24xf32>) scale(1.0) -> tensor<?x4x24xf32>
   return %r : tensor<?x4x24xf32>
 }
+
+// -----
+
+// Sinks (one logit per query head, gpt-oss) after the outs.
+// CHECK-LABEL: func.func @sinks
+// CHECK: flash.varlen_attention {{.*}} outs(%{{.*}} : tensor<?x4x24xf32>) sinks(%{{.*}} : tensor<4xbf16>) scale(0.25) mask(sliding_window, 3, bottom_right) -> tensor<?x4x24xf32>
+func.func @sinks(%q: tensor<?x4x16xf32>, %k: tensor<?x2x16xf32>, %v: tensor<?x2x24xf32>,
+                 %cq: tensor<?xi32>, %ck: tensor<?xi32>, %o: tensor<?x4x24xf32>, %s: tensor<4xbf16>) -> tensor<?x4x24xf32> {
+  %r = flash.varlen_attention ins(%q, %k, %v : tensor<?x4x16xf32>, tensor<?x2x16xf32>, tensor<?x2x24xf32>) seqlens(%cq, %ck : tensor<?xi32>, tensor<?xi32>) outs(%o : tensor<?x4x24xf32>) sinks(%s : tensor<4xbf16>) scale(0.25) mask(sliding_window, 3, bottom_right) -> tensor<?x4x24xf32>
+  return %r : tensor<?x4x24xf32>
+}

@@ -156,18 +156,19 @@ LogicalResult mlir::flash::verifyScoreModRegion(Operation *op,
 }
 
 LogicalResult mlir::flash::verifySinks(Operation *op, Value sinks,
-                                       RankedTensorType qType, bool isTile) {
+                                       RankedTensorType qType, bool isTile,
+                                       int64_t headsDim) {
   if (!sinks)
     return success();
   auto sType = cast<RankedTensorType>(sinks.getType());
-  if (qType.getRank() < 3)
+  if (headsDim < 0 && qType.getRank() < 3)
     return op->emitOpError("'sinks' are one logit per query head, but 'query' ")
            << qType << " has no heads dim (it needs [batch..., heads, Lq, D])";
   if (sType.getRank() != 1 || !isSupportedElementType(sType.getElementType()))
     return op->emitOpError("'sinks' must be a 1-D tensor of f32, f16 or bf16 "
                            "(one logit per query head), got ")
            << sType;
-  int64_t hq = qType.getDimSize(qType.getRank() - 3);
+  int64_t hq = qType.getDimSize(headsDim < 0 ? qType.getRank() - 3 : headsDim);
   if (!isTile && conflict(sType.getDimSize(0), hq))
     return op->emitOpError("'sinks' ")
            << sType << " must have one logit per query head (" << hq

@@ -236,6 +236,9 @@ LogicalResult VarlenAttentionOp::verify() {
   if (conflict(os[2], vs[2]))
     return sizeMismatch(op, "the value dim Dv", "output init", os[2],
                         "'value'", vs[2]);
+  if (failed(verifySinks(op, getSinks(), q, /*isTile=*/false,
+                         /*headsDim=*/1)))
+    return failure();
   if (hasLse()) {
     auto l = cast<RankedTensorType>(getLseInit().getType());
     if (!l.getElementType().isF32() || l.getRank() != 2 ||

@@ -74,11 +74,12 @@ LogicalResult verifyAttentionShapes(Operation *op, RankedTensorType query,
                                     RankedTensorType value,
                                     RankedTensorType out, StringRef outName);
 /// The rules on `sinks` (null: none) for a query of type `query`: a 1-D
-/// float tensor of the query heads (the last batch dim). `isTile`: the op
-/// carries offsets, so its heads are a slice of the sinks' and only the
-/// rank and type are checked.
+/// float tensor of the query heads (dim `headsDim` of the query; -1: the
+/// last batch dim of [batch..., heads, Lq, D]). `isTile`: the op carries
+/// offsets, so its heads are a slice of the sinks' and only the rank and
+/// type are checked.
 LogicalResult verifySinks(Operation *op, Value sinks, RankedTensorType query,
-                          bool isTile);
+                          bool isTile, int64_t headsDim = -1);
 /// The rules on a score_mod region with `numIndices` index arguments and
 /// these captures (argument types, the yielded f32 score).
 LogicalResult verifyScoreModRegion(Operation *op, Region &scoreMod,

@@ -384,6 +384,7 @@ def Flash_PagedAttentionOp : Flash_Op<"paged_attention", [
 }
 
 def Flash_VarlenAttentionOp : Flash_Op<"varlen_attention", [
+    AttrSizedOperandSegments,
     DestinationStyleOpInterface,
     Pure,
     DeclareOpInterfaceMethods<ReifyRankedShapedTypeOpInterface, ["reifyResultShapes"]>]> {
@@ -414,7 +415,10 @@ def Flash_VarlenAttentionOp : Flash_Op<"varlen_attention", [
     The clamps make any offsets read inside the tensors; offsets that are
     not non-decreasing give the caller's garbage, never an out-of-bounds
     access. The LSE is `[Hq, Tq]`, so a caller can merge the result with
-    another partial one. Accumulation is f32.
+    another partial one. Accumulation is f32. With `sinks` (`[Hq]`, one
+    learned logit per query head, gpt-oss), each row's softmax counts the
+    sink as one more key whose value is zero, as for flash.attention: a row
+    that sees no key then gives 0 and lse = sinks[h].
 
     ```mlir
     %o, %lse = flash.varlen_attention
@@ -434,6 +438,7 @@ def Flash_VarlenAttentionOp : Flash_Op<"varlen_attention", [
     AnyRankedTensor:$cu_seqlens_q,
     AnyRankedTensor:$cu_seqlens_k,
     Variadic<AnyRankedTensor>:$inits,
+    Optional<AnyRankedTensor>:$sinks,
     F32Attr:$scale,
     OptionalAttr<Flash_MaskAttr>:$mask);
   let results = (outs Variadic<AnyRankedTensor>:$results);
@@ -444,6 +449,7 @@ def Flash_VarlenAttentionOp : Flash_Op<"varlen_attention", [
     `seqlens` `(` $cu_seqlens_q `,` $cu_seqlens_k `:` type($cu_seqlens_q) `,`
       type($cu_seqlens_k) `)`
     `outs` `(` $inits `:` type($inits) `)`
+    (`sinks` `(` $sinks^ `:` type($sinks) `)`)?
     `scale` `(` custom<Scale>($scale) `)`
     (`mask` `(` custom<MaskClause>($mask)^ `)`)?
     attr-dict
