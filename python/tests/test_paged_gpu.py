@@ -183,7 +183,9 @@ def test_sinks_match_reference(name):
     c = SINK_CASES[name]
     kw = c["kw"]
     q, k, v, table, lens = _inputs(torch, c)
-    sinks = torch.randn(c["q"][1], device="cuda") * 2.0
+    # Logits of 4..8 against rows of up to a few thousand keys (each exp(s) about
+    # e^0.5): the sink takes a visible share of each row's mass, however long.
+    sinks = torch.rand(c["q"][1], device="cuda") * 4.0 + 4.0
     out, lse = flash_mlir.attention(q, k, v, block_table=table, seq_lens=lens, sinks=sinks,
                                     **kw)
     torch.cuda.synchronize()

@@ -183,7 +183,9 @@ def test_sinks_match_reference(name):
     c = CASES[base]
     kw = dict(c["kw"], **extra, return_lse=True)
     q, k, v, cq, ck = _inputs(torch, c)
-    sinks = torch.randn(c["q"][1], device="cuda") * 2.0 + 2.0
+    # Logits of 4..8 against rows of up to a few thousand keys (each exp(s) about
+    # e^0.5): the sink takes a visible share of each row's mass, however long.
+    sinks = torch.rand(c["q"][1], device="cuda") * 4.0 + 4.0
     out, lse = flash_mlir.attention(q, k, v, cu_seqlens_q=cq, cu_seqlens_k=ck, sinks=sinks,
                                     **kw)
     torch.cuda.synchronize()
