@@ -76,8 +76,9 @@
 // STAGES: convert-flash-to-gpu: need block-m = 64 * warpgroups (0: automatic), block-n a multiple of 16 in [16, 256] (0: automatic), stages >= 1 (>= 3 with overlap or defer-pv; 0: automatic), defer-pv and persistent in {-1, 0, 1}, and overlap without defer-pv or pingpong
 
 // A persistent grid: as many CTAs as the device holds at once (its SM count,
-// one CTA per SM here), none past the work items, and the launch's work counter,
-// zeroed on the stream by the runtime; 16 more bytes of shared memory for the
+// one CTA per SM here), none past the work items, and the launch's work counter
+// and exit count, two of the stream's counters that are zero at the launch (the
+// last CTA out zeroes them again: no memset per launch); 16 more bytes of shared memory for the
 // barrier that hands Q's buffer back and the slot that publishes the item. The
 // producer starts at item blockIdx.x; for each item it waits for the consumers
 // to be done with the previous one's Q, publishes the item, stops the consumers
@@ -92,7 +93,7 @@
 // PERS: %[[BLOCKS:.+]] = arith.ceildivsi %{{.+}}, %c128
 // PERS-NEXT: %[[ITEMS:.+]] = arith.muli %[[BLOCKS]], %{{.+}} : index
 // PERS: func.call @flashRuntimeMultiprocessorCount()
-// PERS: %[[COUNTER:.+]] = func.call @flashRuntimeWorkCounter(%arg4)
+// PERS: %[[COUNTER:.+]] = func.call @flashRuntimeSplitCounters(%arg4, %{{.+}}) : (!llvm.ptr, i64) -> !llvm.ptr
 // PERS: %[[GRID:.+]] = arith.minsi %[[ITEMS]], %{{.+}} : index
 // PERS: gpu.launch_func {{.*}} blocks in (%[[GRID]], %{{.+}}, %{{.+}}) threads in (%c384,
 // PERS-SAME: dynamic_shared_memory_size %c181320_i32
@@ -111,10 +112,20 @@
 // PERS: } else {
 // PERS: nvvm.mbarrier.arrive %
 // PERS: scf.condition(%[[VALID]])
-// PERS: llvm.atomicrmw add %{{.+}}, %c1_i32 monotonic : !llvm.ptr, i32
+// PERS: llvm.atomicrmw add %[[KCOUNTER:[^,]+]], %c1_i32{{.*}} monotonic : !llvm.ptr, i32
 // PERS: gpu.grid_dim x
 // PERS: nvvm.mbarrier.arrive.expect_tx
 // PERS: scf.yield
+// After its last item the producer counts its CTA out; the last one zeroes both.
+// PERS: %[[EXITS:.+]] = llvm.getelementptr %[[KCOUNTER]][1] : (!llvm.ptr) -> !llvm.ptr, i32
+// PERS: %[[BEFORE:.+]] = llvm.atomicrmw add %[[EXITS]], %{{.+}} acq_rel : !llvm.ptr, i32
+// PERS: %[[CTAS:.+]] = arith.muli %{{.+}}, %grid_dim_z
+// PERS: %[[LASTN:.+]] = arith.subi %[[CTAS]], %c1
+// PERS: %[[B:.+]] = arith.index_cast %[[BEFORE]] : i32 to index
+// PERS: %[[ISLAST:.+]] = arith.cmpi eq, %[[B]], %[[LASTN]] : index
+// PERS: scf.if %[[ISLAST]] {
+// PERS: llvm.store %{{.+}}, %[[KCOUNTER]]
+// PERS: llvm.store %{{.+}}, %[[EXITS]]
 // PERS: scf.while (%[[CITER:.+]] = %c0{{.*}}, %{{.+}} = %c0{{.*}}) : (index, index) -> (index, index, index)
 // PERS: nvvm.mbarrier.try_wait.parity
 // PERS: llvm.load %[[SLOT]] : !llvm.ptr<3> -> i32

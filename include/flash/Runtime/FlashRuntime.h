@@ -64,18 +64,22 @@ int64_t flashRuntimeGetCounter(const char *name);
  * decode kernels' host code sizes its grid by it. */
 int32_t flashRuntimeMultiprocessorCount(void);
 
-/* A device i32 for this (context, stream), zeroed on `stream` (an async memset): the work
- * counter a persistent kernel launched next on that stream hands out its work items from.
- * NULL on failure (the error is recorded, and the launch that follows is skipped). */
+/* A device i32 for this (context, stream), zeroed on `stream` (an async
+ * memset): the work counter a persistent kernel launched next on that stream
+ * hands out its work items from. Kernels built now take theirs from
+ * flashRuntimeSplitCounters and leave it zero; this entry stays for cached
+ * kernel libraries built before. NULL on failure (the error is recorded, and
+ * the launch that follows is skipped). */
 void *flashRuntimeWorkCounter(void *stream);
 
-/* At least `n` device i32s for this (context, stream), all zero when the next kernel on
- * `stream` starts: the arrival counters of a split decode whose last CTA per row block
- * merges the splits. The kernels that use them leave them zero (the last arrival resets
- * its counter), so only a new or grown array is zeroed (an async memset on `stream`).
- * Earlier arrays stay allocated for the life of the process: a CUDA graph may replay
- * a launch that names one. NULL on failure (the error is recorded, and the launch that
- * follows is skipped). */
+/* At least `n` device i32s for this (context, stream), all zero when the next
+ * kernel on `stream` starts: the arrival counters of a split decode whose last
+ * CTA per row block merges the splits, and a persistent prefill's work counter
+ * and exit count. The kernels that use them leave them zero (the last arrival
+ * resets its counter), so only a new or grown array is zeroed (an async memset
+ * on `stream`). Earlier arrays stay allocated for the life of the process: a
+ * CUDA graph may replay a launch that names one. NULL on failure (the error is
+ * recorded, and the launch that follows is skipped). */
 void *flashRuntimeSplitCounters(void *stream, int64_t n);
 
 #ifdef __cplusplus

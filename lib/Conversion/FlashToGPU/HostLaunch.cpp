@@ -224,20 +224,6 @@ Value gpu_lowering::multiprocessorCount(ImplicitLocOpBuilder &b, Operation *anch
   return arith::MaxSIOp::create(b, idx, constIdx(b, 1));
 }
 
-Value gpu_lowering::workCounter(ImplicitLocOpBuilder &b, Operation *anchor,
-                                Value stream) {
-  constexpr StringLiteral fn = "flashRuntimeWorkCounter";
-  auto module = anchor->getParentOfType<ModuleOp>();
-  Type ptr = LLVM::LLVMPointerType::get(b.getContext());
-  if (!module.lookupSymbol(fn)) {
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPointToStart(module.getBody());
-    func::FuncOp::create(b, fn, b.getFunctionType({ptr}, {ptr})).setPrivate();
-  }
-  return func::CallOp::create(b, fn, TypeRange{ptr}, ValueRange{stream})
-      .getResult(0);
-}
-
 Value gpu_lowering::splitCounters(ImplicitLocOpBuilder &b, Operation *anchor,
                                   Value stream, Value n) {
   constexpr StringLiteral fn = "flashRuntimeSplitCounters";

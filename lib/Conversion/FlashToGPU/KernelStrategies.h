@@ -184,9 +184,6 @@ void launchOnStream(ImplicitLocOpBuilder &b, gpu::GPUFuncOp kernel,
 /// The current device's SM count at run time (at least 1), from the runtime
 /// entry point the host module declares on first use (`anchor` is in it).
 Value multiprocessorCount(ImplicitLocOpBuilder &b, Operation *anchor);
-/// A zeroed work counter for a persistent kernel launched next on `stream`
-/// (an !llvm.ptr), from the runtime (flashRuntimeWorkCounter).
-Value workCounter(ImplicitLocOpBuilder &b, Operation *anchor, Value stream);
 /// At least `n` i32 arrival counters for the next launch on `stream`, all
 /// zero (an !llvm.ptr), from the runtime (flashRuntimeSplitCounters).
 Value splitCounters(ImplicitLocOpBuilder &b, Operation *anchor, Value stream,

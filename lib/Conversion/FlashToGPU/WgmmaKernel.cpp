@@ -129,6 +129,34 @@ static void waitQBufferFree(ImplicitLocOpBuilder &b, KernelEnv &env) {
            toI32(b, parity));
 }
 
+/// A persistent grid's producer, after its last fetch from the work
+/// counter: counts this CTA out, and the last CTA out zeroes the counter and
+/// the count for the next launch on the stream. The count's acq_rel orders
+/// every CTA's fetches (the same thread's, earlier) before the reset.
+static void resetWorkCounter(ImplicitLocOpBuilder &b, KernelEnv &env) {
+  Type i32 = b.getI32Type();
+  auto ptrTy = LLVM::LLVMPointerType::get(b.getContext());
+  Value exits = LLVM::GEPOp::create(b, ptrTy, i32, env.workCounter,
+                                    ArrayRef<LLVM::GEPArg>{1});
+  Value before =
+      LLVM::AtomicRMWOp::create(b, LLVM::AtomicBinOp::add, exits,
+                                constI32(b, 1), LLVM::AtomicOrdering::acq_rel);
+  Value ctas = arith::MulIOp::create(
+      b,
+      arith::MulIOp::create(b, gpu::GridDimOp::create(b, gpu::Dimension::x),
+                            gpu::GridDimOp::create(b, gpu::Dimension::y)),
+      gpu::GridDimOp::create(b, gpu::Dimension::z));
+  Value last = arith::CmpIOp::create(
+      b, arith::CmpIPredicate::eq,
+      arith::IndexCastOp::create(b, b.getIndexType(), before),
+      arith::SubIOp::create(b, ctas, constIdx(b, 1)));
+  auto ifLast = scf::IfOp::create(b, last, /*withElse=*/false);
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointToStart(ifLast.thenBlock());
+  LLVM::StoreOp::create(b, constI32(b, 0), env.workCounter, /*alignment=*/4);
+  LLVM::StoreOp::create(b, constI32(b, 0), exits, /*alignment=*/4);
+}
+
 static void buildProducer(ImplicitLocOpBuilder &b, KernelEnv &env) {
   const KernelConfig &cfg = env.cfg;
   const KernelSpec &spec = env.spec;
@@ -1321,6 +1349,8 @@ gpu::GPUFuncOp gpu_lowering::buildWgmmaKernel(OpBuilder &ob, Location loc,
             b, ValueRange{next, idxAdd(b, env.workIter, constIdx(b, 1)),
                           nextBase()});
       }
+      b.setInsertionPointAfter(loop);
+      resetWorkCounter(b, env);
     }
   }
   {

@@ -422,7 +422,10 @@ static LogicalResult lowerToWgmmaLaunch(RewriterBase &rewriter, AttentionOp op,
       Value items = arith::MulIOp::create(b, gx, kBh);
       Value resident = arith::MulIOp::create(
           b, multiprocessorCount(b, op), constIdx(b, cfg.ctasPerSM));
-      args.push_back(workCounter(b, op, stream));
+      // The work counter and the CTAs' exit count: two i32 of the stream's
+      // counters, zero at the launch; the last CTA to finish zeroes them
+      // again, so a launch costs no memset.
+      args.push_back(splitCounters(b, op, stream, constIdx(b, 2)));
       launchOnStream(b, kernel, arith::MinSIOp::create(b, items, resident),
                      constIdx(b, 1), cfg.threads(),
                      SmemLayout(cfg, spec).total, args, stream);
