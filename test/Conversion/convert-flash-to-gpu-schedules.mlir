@@ -119,9 +119,9 @@
 // After its last item the producer counts its CTA out; the last one zeroes both.
 // PERS: %[[EXITS:.+]] = llvm.getelementptr %[[KCOUNTER]][1] : (!llvm.ptr) -> !llvm.ptr, i32
 // PERS: %[[BEFORE:.+]] = llvm.atomicrmw add %[[EXITS]], %{{.+}} acq_rel : !llvm.ptr, i32
+// PERS: %[[B:.+]] = arith.index_cast %[[BEFORE]] : i32 to index
 // PERS: %[[CTAS:.+]] = arith.muli %{{.+}}, %grid_dim_z
 // PERS: %[[LASTN:.+]] = arith.subi %[[CTAS]], %c1
-// PERS: %[[B:.+]] = arith.index_cast %[[BEFORE]] : i32 to index
 // PERS: %[[ISLAST:.+]] = arith.cmpi eq, %[[B]], %[[LASTN]] : index
 // PERS: scf.if %[[ISLAST]] {
 // PERS: llvm.store %{{.+}}, %[[KCOUNTER]]

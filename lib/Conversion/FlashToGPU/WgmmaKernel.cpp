@@ -141,15 +141,15 @@ static void resetWorkCounter(ImplicitLocOpBuilder &b, KernelEnv &env) {
   Value before =
       LLVM::AtomicRMWOp::create(b, LLVM::AtomicBinOp::add, exits,
                                 constI32(b, 1), LLVM::AtomicOrdering::acq_rel);
-  Value ctas = arith::MulIOp::create(
-      b,
-      arith::MulIOp::create(b, gpu::GridDimOp::create(b, gpu::Dimension::x),
-                            gpu::GridDimOp::create(b, gpu::Dimension::y)),
-      gpu::GridDimOp::create(b, gpu::Dimension::z));
-  Value last = arith::CmpIOp::create(
-      b, arith::CmpIPredicate::eq,
-      arith::IndexCastOp::create(b, b.getIndexType(), before),
-      arith::SubIOp::create(b, ctas, constIdx(b, 1)));
+  // One op per statement: the IR's order must not depend on the order a
+  // compiler evaluates call arguments in.
+  Value out = arith::IndexCastOp::create(b, b.getIndexType(), before);
+  Value gx = gpu::GridDimOp::create(b, gpu::Dimension::x);
+  Value gy = gpu::GridDimOp::create(b, gpu::Dimension::y);
+  Value gz = gpu::GridDimOp::create(b, gpu::Dimension::z);
+  Value ctas = arith::MulIOp::create(b, arith::MulIOp::create(b, gx, gy), gz);
+  Value lastOut = arith::SubIOp::create(b, ctas, constIdx(b, 1));
+  Value last = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, out, lastOut);
   auto ifLast = scf::IfOp::create(b, last, /*withElse=*/false);
   OpBuilder::InsertionGuard g(b);
   b.setInsertionPointToStart(ifLast.thenBlock());
