@@ -197,6 +197,13 @@ MemrefLaunchArgs gpu_lowering::memrefLaunchArgs(ImplicitLocOpBuilder &b,
   int64_t nb = spec.numBatchDims;
   auto dynamicOuter = [&](Value m) { return dynamicOuterView(b, m, nb); };
   MemrefLaunchArgs r;
+  // The sinks (any count) as the next argument, where each layout puts them.
+  auto appendSinks = [&] {
+    if (!bufs.sinks)
+      return;
+    r.sinks = castDynamic(b, bufs.sinks, {0});
+    r.args.push_back(r.sinks);
+  };
   if (spec.pageSize > 0) {
     // The pools keep their page size and head dim (the kernel divides by
     // the first and unrolls over the second); the page and head counts, the
@@ -211,10 +218,7 @@ MemrefLaunchArgs gpu_lowering::memrefLaunchArgs(ImplicitLocOpBuilder &b,
     r.args.append({r.hkv, batch, heads});
     // The kernel's argument order (MemrefKernelArgs): the sinks come after
     // the batch sizes, the pages last.
-    if (bufs.sinks) {
-      r.sinks = castDynamic(b, bufs.sinks, {0});
-      r.args.push_back(r.sinks);
-    }
+    appendSinks();
     r.args.append({castDynamic(b, bufs.blockTable, {0, 1}),
                    castDynamic(b, bufs.seqLens, {0})});
     r.bhCount = arith::MulIOp::create(b, batch, heads);
@@ -235,10 +239,7 @@ MemrefLaunchArgs gpu_lowering::memrefLaunchArgs(ImplicitLocOpBuilder &b,
     r.args.append({r.hkv, r.bhCount});
     // As for a paged cache: the sinks after the batch sizes (the heads), the
     // offsets last.
-    if (bufs.sinks) {
-      r.sinks = castDynamic(b, bufs.sinks, {0});
-      r.args.push_back(r.sinks);
-    }
+    appendSinks();
     r.args.append({castDynamic(b, bufs.cuSeqlensQ, {0}),
                    castDynamic(b, bufs.cuSeqlensK, {0})});
     r.lq = memref::DimOp::create(b, bufs.q, 0);
@@ -264,10 +265,7 @@ MemrefLaunchArgs gpu_lowering::memrefLaunchArgs(ImplicitLocOpBuilder &b,
     r.bhCount = arith::MulIOp::create(b, r.bhCount, s);
   }
   r.args.append(bufs.captures.begin(), bufs.captures.end());
-  if (bufs.sinks) {
-    r.sinks = castDynamic(b, bufs.sinks, {0});
-    r.args.push_back(r.sinks);
-  }
+  appendSinks();
   r.lq = memref::DimOp::create(b, bufs.q, nb);
   r.lk = memref::DimOp::create(b, bufs.k, nb);
   return r;

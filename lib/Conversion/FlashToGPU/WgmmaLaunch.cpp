@@ -18,6 +18,12 @@ using namespace mlir;
 using namespace mlir::flash;
 using namespace mlir::flash::gpu_lowering;
 
+/// The kernels' sinks argument: any count of the op's element type.
+static MemRefType sinksArgType(Value sinks) {
+  return MemRefType::get({ShapedType::kDynamic},
+                         cast<MemRefType>(sinks.getType()).getElementType());
+}
+
 Value gpu_lowering::tmaDescriptor(ImplicitLocOpBuilder &b, Value m3,
                                   int64_t rows, bool packed) {
   MLIRContext *ctx = b.getContext();
@@ -329,9 +335,7 @@ static LogicalResult lowerToWgmmaLaunch(RewriterBase &rewriter, AttentionOp op,
   for (Value c : captures)
     spec.captureTypes.push_back(cast<MemRefType>(c.getType()));
   if (bufs.sinks)
-    spec.sinksType = MemRefType::get(
-        {ShapedType::kDynamic},
-        cast<MemRefType>(bufs.sinks.getType()).getElementType());
+    spec.sinksType = sinksArgType(bufs.sinks);
   std::optional<WgmmaDecodeForm> decode = wgmmaDecodeForm(op, options);
   spec.splitKV = decode.has_value();
   spec.decodeRows = decode ? decode->rows : 0;
@@ -486,9 +490,7 @@ LogicalResult gpu_lowering::lowerVarlenToWgmmaLaunch(
   spec.scale = op.getScale().convertToDouble();
   spec.varlen = true;
   if (bufs.sinks)
-    spec.sinksType = MemRefType::get(
-        {ShapedType::kDynamic},
-        cast<MemRefType>(bufs.sinks.getType()).getElementType());
+    spec.sinksType = sinksArgType(bufs.sinks);
   KernelConfig cfg = resolveWgmmaConfig(options, chip, spec);
   if (failed(checkSharedMemory(op, cfg, spec, chip)))
     return failure();
@@ -637,9 +639,7 @@ LogicalResult gpu_lowering::lowerPagedToWgmmaLaunch(
                                          : batchStatic * hkvStatic);
   spec.pageSize = op.getPageSize();
   if (bufs.sinks)
-    spec.sinksType = MemRefType::get(
-        {ShapedType::kDynamic},
-        cast<MemRefType>(bufs.sinks.getType()).getElementType());
+    spec.sinksType = sinksArgType(bufs.sinks);
   KernelConfig cfg = resolveWgmmaConfig(options, chip, spec);
   if (failed(checkSharedMemory(op, cfg, spec, chip)))
     return failure();
