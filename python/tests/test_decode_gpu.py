@@ -113,9 +113,14 @@ def _bias_ir():
                        mask="causal, bottom_right", scale="0.125")
 
 
-def _bias_library():
+# Both kernels that pack the heads: the split kernel (query-major rows) and the wgmma
+# kernel's decode form (head-major rows, 12 of a 64-row block, the rest padding).
+BIAS_KERNELS = ("splitkv", "wgmma")
+
+
+def _bias_library(kernel):
     import flash_mlir._attention as am
-    return am._library_for(_bias_ir(), "cuda", None, "kernel=splitkv")
+    return am._library_for(_bias_ir(), "cuda", None, "kernel=" + kernel)
 
 
 def prebuild_all(cache_dir):
@@ -125,7 +130,8 @@ def prebuild_all(cache_dir):
                                           list(FUSED_TWINS.items()) +
                                           [("empty", EMPTY), ("empty-wgmma", EMPTY_WGMMA)]):
         print(name, flash_mlir.prebuild(qs, ks, vs, dtype, **kw))
-    print("bias", _bias_library())
+    for kernel in BIAS_KERNELS:
+        print("bias", kernel, _bias_library(kernel))
 
 
 _MASK_KEYS = ("causal", "window", "align")
@@ -212,7 +218,8 @@ def test_no_keys_gives_zero_rows_and_minus_inf_lse(empty):
     assert torch.isneginf(lse).all().item()
 
 
-def test_per_head_bias_on_packed_rows():
+@pytest.mark.parametrize("kernel", BIAS_KERNELS)
+def test_per_head_bias_on_packed_rows(kernel):
     torch = _cuda()
     import numpy as np
     import torch.nn.functional as F
@@ -221,7 +228,7 @@ def test_per_head_bias_on_packed_rows():
     q, k, v = _inputs(torch, (b, hq, lq, d), (b, hkv, lk, d), (b, hkv, lk, d), "bfloat16")
     bias = torch.randn(hq, lk, device="cuda", dtype=torch.float32)
     out = torch.full_like(q, float("nan"))
-    KernelLibrary(_bias_library())("flash_attention", q, k, v, out, bias, pass_stream=True)
+    KernelLibrary(_bias_library(kernel))("flash_attention", q, k, v, out, bias, pass_stream=True)
     torch.cuda.synchronize()
     assert not torch.isnan(out).any()
     bias64 = bias.double().cpu().numpy()

@@ -124,6 +124,14 @@ CASES.update({
     "wgmma-decode-sinks-window": ((2, 8, 1, 128), (2, 2, 9000, 128), (2, 2, 9000, 128),
                                   "bfloat16", "decode_sinks_window",
                                   {"kernel": "wgmma", "split_kv": 5}),
+    # The wgmma decode form packs the query heads of a K/V head into its rows as the
+    # split kernel does: a mask that reads the head sees each row's own, and the block's
+    # key range is trimmed for all of its heads (G·Lq = 24 rows leave padding rows).
+    "wgmma-decode-per-head": ((2, 8, 2, 128), (2, 2, 4000, 128), (2, 2, 4000, 64),
+                              "bfloat16", "decode_chunked_per_head", {"kernel": "wgmma"}),
+    "wgmma-decode-sink-chunk-mqa-lq3-f16": ((1, 8, 3, 64), (1, 1, 9000, 64),
+                                            (1, 1, 9000, 64), "float16",
+                                            "decode_sink_and_chunk", {"kernel": "wgmma"}),
     "auto-decode-sink-chunk-mqa-f16": ((1, 8, 1, 64), (1, 1, 9000, 64), (1, 1, 9000, 64),
                                        "float16", "decode_sink_and_chunk", {}),
 })

@@ -82,6 +82,22 @@ func.func @chunked(%q: memref<2x4x300x64xbf16>, %k: memref<2x2x500x64xbf16>,
 // SPLIT: scf.for
 // SPLIT: nvvm.mma.sync
 // SPLIT: gpu.func @combine(
+// The wgmma kernel's decode form packs the heads the same way (rows
+// [G·Lq] of a K/V head, query r mod Lq of head bh·G + r / Lq): it trims by
+// the same head range, and each row's score_mod reads its own head, the
+// padding rows past G·Lq the group's last.
+// WGMMA-LABEL: func.func @chunked_decode(
+// WGMMA: memref.expand_shape {{.*}} into memref<?x?x64xbf16>
+// WGMMA: gpu.func @kernel(
+// WGMMA-COUNT-2: scf.while
+// WGMMA: arith.remui %[[R0:[0-9]+]], %[[QLEN:[0-9]+]] : index
+// WGMMA-NEXT: arith.remui %[[R1:[0-9]+]], %[[QLEN]] : index
+// WGMMA: %[[H0:.*]] = arith.divui %[[R0]], %[[QLEN]] : index
+// WGMMA-NEXT: arith.minui %[[H0]], %c3{{[_0-9]*}} : index
+// WGMMA: %[[H1:.*]] = arith.divui %[[R1]], %[[QLEN]] : index
+// WGMMA-NEXT: arith.minui %[[H1]], %c3{{[_0-9]*}} : index
+// WGMMA: nvvm.wgmma.mma_async
+// WGMMA: gpu.func @combine(
 func.func @chunked_decode(%q: memref<2x8x1x64xbf16>, %k: memref<2x2x4096x64xbf16>,
                           %v: memref<2x2x4096x64xbf16>, %o: memref<2x8x1x64xbf16>) {
   %qt = bufferization.to_tensor %q restrict : memref<2x8x1x64xbf16> to tensor<2x8x1x64xbf16>

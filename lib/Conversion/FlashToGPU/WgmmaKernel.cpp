@@ -68,6 +68,13 @@ struct KernelEnv {
   // write, and the launch's work counter (global i32).
   Value workSlot, workCounter;
   SmallVector<Value> batchIdx; // bh delinearised over the query batch dims
+  // The batch indices that bound the item's rows, per dim, for sorting
+  // tiles by an index mask: batchIdx twice, or with packed heads the first
+  // and last of the K/V head's G query heads.
+  SmallVector<Value> batchLo, batchHi;
+  // With packed heads and a score_mod: the query's batch sizes (the
+  // kernel's end in Hkv, the score_mod reads query heads).
+  SmallVector<Value> queryBatchSizes;
   // The score_mod's mask of the indices alone, where tiles are sorted by it.
   std::optional<IndexMask> indexMask;
 
@@ -317,6 +324,9 @@ private:
   LLVM::LLVMStructType oType, sType;
   Value c, lane, quadLane, rowInBlock, rows[2], laneCol;
   Value maskRows[2]; // the query index of each row, as masks read it
+  // The batch indices of each row's query head, as the score_mod reads
+  // them: the item's, or with packed heads each row's own.
+  SmallVector<Value> rowBatchIdx[2];
   Value qDesc0, kDesc0, vDesc0;
   Value negInf, fzero, one;
   Value wgRowLo, wgRowHi, diagOff;
@@ -405,6 +415,19 @@ void WgmmaConsumer::beginWork() {
     maskRows[h] = spec.packedGroup > 1
                       ? arith::RemUIOp::create(b, rows[h], env.qLen).getResult()
                       : rows[h];
+  for (int h = 0; h < 2; ++h) {
+    rowBatchIdx[h].assign(env.batchIdx.begin(), env.batchIdx.end());
+    if (spec.packedGroup == 1 || !spec.scoreMod)
+      continue;
+    // Row r is query head bh·G + r / Lq; a padding row past the G·Lq reads
+    // as the last head, so a capture is never indexed outside its shape.
+    Value last = constIdx(b, spec.packedGroup - 1);
+    Value head = arith::DivUIOp::create(b, rows[h], env.qLen);
+    Value g = arith::MinUIOp::create(b, head, last);
+    rowBatchIdx[h] =
+        batchIndices(b, idxAdd(b, idxMul(b, env.bh, spec.packedGroup), g),
+                     env.queryBatchSizes);
+  }
   // Tiles that need no per-element mask (inside Lk and entirely on the
   // allowed side of the causal/window bounds for this warpgroup's 64 rows)
   // take a softmax without index arithmetic.
@@ -565,14 +588,13 @@ std::array<Value, 2> WgmmaConsumer::softmax(Value t, SmallVectorImpl<Value> &sv,
   Value col0 = idxMul(b, env.keyTile(b, t), BN);
   Value needsMask = tileNeedsElementMask(b, spec.mask, col0, BN, wgRowLo,
                                          wgRowHi, env.lk, diagOff);
-  ScoreContext sc =
-      makeScoreContext(b, spec.mask, spec.scoreMod, maskRows, col0, laneCol,
-                       env.qLen, env.lk, env.batchIdx, env.captures,
-                       /*needsMask=*/true);
+  ScoreContext sc = makeScoreContext(
+      b, spec.mask, spec.scoreMod, maskRows, col0, laneCol, env.qLen, env.lk,
+      {rowBatchIdx[0], rowBatchIdx[1]}, env.captures, /*needsMask=*/true);
   if (env.indexMask)
     sc.indexFull = classifyScoreTile(b, *spec.scoreMod, *env.indexMask,
-                                     env.batchIdx, env.batchIdx, wgRowLo,
-                                     wgRowHi, col0, BN, env.qLen, env.lk)
+                                     env.batchLo, env.batchHi, wgRowLo, wgRowHi,
+                                     col0, BN, env.qLen, env.lk)
                        .full;
   return maskedSoftmaxStep(b, sv, st, spec.scale, needsMask, sc);
 }
@@ -1098,6 +1120,19 @@ static void bindWorkItem(ImplicitLocOpBuilder &b, KernelEnv &env, Value qBlock,
                                   /*withBatchIndices=*/spec.scoreMod);
   env.kvbh = heads.kvbh;
   env.batchIdx = heads.batchIdx;
+  env.batchLo = env.batchHi = env.batchIdx;
+  if (spec.packedGroup > 1 && spec.scoreMod) {
+    // Item bh holds query heads bh·G .. bh·G + G - 1 of the query's
+    // [b..., Hq] (the kernel's sizes end in Hkv = Hq / G).
+    env.queryBatchSizes.assign(env.batchSizes.begin(), env.batchSizes.end());
+    env.queryBatchSizes.back() =
+        idxMul(b, env.queryBatchSizes.back(), spec.packedGroup);
+    Value head0 = idxMul(b, env.bh, spec.packedGroup);
+    env.batchLo = batchIndices(b, head0, env.queryBatchSizes);
+    env.batchHi =
+        batchIndices(b, idxAdd(b, head0, constIdx(b, spec.packedGroup - 1)),
+                     env.queryBatchSizes);
+  }
   env.qLen = spec.packedGroup > 1
                  ? arith::DivUIOp::create(b, env.lq,
                                           constIdx(b, spec.packedGroup))
@@ -1128,9 +1163,13 @@ static void bindWorkItem(ImplicitLocOpBuilder &b, KernelEnv &env, Value qBlock,
         b, spec.mask, env.q0, cfg.blockM, env.lq, env.lk, cfg.blockN);
   env.gapAt = env.gapLen = Value();
   if (env.indexMask) {
+    // With packed heads a block's rows may be any query of its G heads.
+    bool packed = spec.packedGroup > 1;
     TileWalk walk = trimHiddenTiles(
-        b, *spec.scoreMod, *env.indexMask, env.batchIdx, env.batchIdx,
-        {env.tBegin, env.tEnd}, env.q0, cfg.blockM, env.lq, env.lk, cfg.blockN);
+        b, *spec.scoreMod, *env.indexMask, env.batchLo, env.batchHi,
+        {env.tBegin, env.tEnd}, packed ? constIdx(b, 0) : env.q0,
+        packed ? spec.decodeRows / spec.packedGroup : cfg.blockM, env.qLen,
+        env.lk, cfg.blockN);
     env.tBegin = walk.begin;
     env.tEnd = walk.end;
     env.gapAt = walk.gapAt;
@@ -1189,9 +1228,8 @@ gpu::GPUFuncOp gpu_lowering::buildWgmmaKernel(OpBuilder &ob, Location loc,
   Block &entry = fn.getBody().front();
   b.setInsertionPointToStart(&entry);
   KernelEnv env{cfg, spec, SmemLayout(cfg, spec)};
-  env.indexMask =
-      kernelIndexMask(spec.scoreMod, spec.numBatchDims,
-                      spec.packedGroup == 1 && !spec.varlen && !spec.pageSize);
+  env.indexMask = kernelIndexMask(spec.scoreMod, spec.numBatchDims,
+                                  !spec.varlen && !spec.pageSize);
   unsigned a = 0;
   env.tmaQ = entry.getArgument(a++);
   env.tmaK = entry.getArgument(a++);

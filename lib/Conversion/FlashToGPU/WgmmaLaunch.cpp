@@ -182,13 +182,13 @@ gpu_lowering::wgmmaDecodeForm(AttentionOp op, const GPUKernelOptions &options) {
   WgmmaDecodeForm form;
   int64_t hq = nb > 0 ? op.getQueryType().getDimSize(nb - 1) : 1;
   int64_t hkv = nb > 0 ? op.getKeyType().getDimSize(nb - 1) : 1;
-  // Rows of one K/V head from several query heads make one tile when no
-  // score_mod reads the head: [.., Hq, Lq, D] is [.., Hkv, G·Lq, D] in
-  // memory, so the kernel sees one head of G·Lq rows and each K/V tile is
-  // read once per K/V head instead of G times. A mask reads row r as query
-  // r mod Lq (KernelSpec::packedGroup).
+  // Rows of one K/V head from several query heads make one tile:
+  // [.., Hq, Lq, D] is [.., Hkv, G·Lq, D] in memory, so the kernel sees one
+  // head of G·Lq rows and each K/V tile is read once per K/V head instead
+  // of G times. A mask reads row r as query r mod Lq, a score_mod as query
+  // r mod Lq of head bh·G + r / Lq (KernelSpec::packedGroup).
   if (!ShapedType::isDynamic(hq) && !ShapedType::isDynamic(hkv) && hkv > 0 &&
-      hq > hkv && !op.hasScoreMod())
+      hq > hkv)
     form.group = hq / hkv;
   form.rows = form.group * lq;
   // Decode, speculative decode, a short chunk against a long cache (at most
@@ -205,12 +205,13 @@ bool gpu_lowering::wgmmaDecodePreferred(AttentionOp op, const ChipInfo &chip) {
   std::optional<WgmmaDecodeForm> form = wgmmaDecodeForm(op, GPUKernelOptions());
   // Measured beside the split kernel on the decode table at D = 128 (bench/
   // NOTES run 39): 1.14-2.3x at 16 rows per query head, -6..+24 % at one.
-  // Wider heads and masked decode stay with the split kernel until measured.
+  // Wider heads, masked decode and a score_mod stay with the split kernel
+  // until measured.
   int64_t nb = op.getNumBatchDims();
   int64_t d = op.getQueryType().getDimSize(nb + 1);
   int64_t dv = op.getValueType().getDimSize(nb + 1);
   return form && form->group > 1 && std::max(d, dv) <= 128 &&
-         op.getMaskOrNone().isNone();
+         op.getMaskOrNone().isNone() && !op.hasScoreMod();
 }
 
 /// `m` [b..., Hq, Lq, D] (a contiguous buffer, as the destination form's
