@@ -93,8 +93,9 @@ def prebuild(cache, variants):
         for _, kw in [("", {})] + variants:
             print(flash_mlir.prebuild(qs, ks, vs, "bf16", causal=causal, **kw))
         if case[0] in BREAKDOWN_ROWS:
-            for _, kw in flex_calls(case):
-                print(flash_mlir.prebuild(qs, ks, vs, "bf16", **kw))
+            for _, fkw in flex_calls(case):
+                for _, kw in [("", {})] + variants:
+                    print(flash_mlir.prebuild(qs, ks, vs, "bf16", **dict(fkw, **kw)))
 
 
 def run(variants):
@@ -141,6 +142,13 @@ def run(variants):
             impls.append(("ours-" + vname,
                           lambda kw=kw, q=q, k=k, v=v, causal=causal:
                           flash_mlir.attention(q, k, v, causal=causal, **kw)))
+        # The Flex-style calls of a breakdown row, alone and under each variant.
+        if label in BREAKDOWN_ROWS:
+            for flabel, fkw in flex_calls(case):
+                for vname, kw in [("", {})] + variants:
+                    impls.append(("ours %s%s" % (flabel, "-" + vname if vname else ""),
+                                  lambda kw=dict(fkw, **kw), q=q, k=k, v=v:
+                                  flash_mlir.attention(q, k, v, **kw)))
         impls += [("sdpa", lambda q=q, k=k, v=v, causal=causal, gqa=gqa:
                    F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa))]
         for name, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION),

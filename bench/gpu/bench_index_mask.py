@@ -13,6 +13,10 @@ torch.profiler, call time CUDA events around one call.
 
 Here (compiler, no GPU):  python3 bench/gpu/bench_index_mask.py --prebuild DIR
 There (GPU, no LLVM):     FLASH_MLIR_CACHE_DIR=DIR python3 bench/gpu/bench_index_mask.py
+
+--decode-options KEY=VALUE[,KEY=VALUE...] adds, under each decode mask's row, the same call
+with those kernel options (e.g. kernel=wgmma: the wgmma kernel's decode form, heads packed,
+beside what kernel=auto takes); to prebuild and to run alike.
 """
 import argparse
 import os
@@ -73,7 +77,16 @@ def decode_shapes(db):
     return (db, DHQ, 1, D), (db, DHKV, DLK, D)
 
 
-def prebuild(cache):
+def parse_options(text):
+    """KEY=VALUE,... -> {KEY: int or str}."""
+    kw = {}
+    for item in filter(None, (text or "").split(",")):
+        key, _, value = item.partition("=")
+        kw[key] = int(value) if value.lstrip("-").isdigit() else value
+    return kw
+
+
+def prebuild(cache, decode_kw):
     os.environ["FLASH_MLIR_CACHE_DIR"] = cache
     os.environ.setdefault("CUDA_HOME", "/usr/local/cuda")
     s = (B, H, N, D)
@@ -85,9 +98,12 @@ def prebuild(cache):
         print("decode none", flash_mlir.prebuild(qs, ks, ks, "bf16"))
         for m in DECODE_MASKS:
             print(m.__name__, flash_mlir.prebuild(qs, ks, ks, "bf16", mask_mod=m))
+            if decode_kw:
+                print(m.__name__, decode_kw,
+                      flash_mlir.prebuild(qs, ks, ks, "bf16", mask_mod=m, **decode_kw))
 
 
-def run(out_md):
+def run(out_md, decode_kw, decode_only=False):
     import torch
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -111,12 +127,12 @@ def run(out_md):
              "|---|---|---|---|---|---|---|---|---|"]
     i = torch.arange(N, device="cuda")[:, None]
     j = torch.arange(N, device="cuda")[None, :]
-    for m in MASKS:
+    for m in [] if decode_only else MASKS:
         lines.append(mask_row(flex, create_block_mask, measure, (q, k, v), m,
                               m(0, 0, i, j).float().mean().item(), base[0], N, N,
                               kernels="longest", digits=0))
     for db in DBATCHES:
-        lines += decode_rows(torch, flex, create_block_mask, measure, db)
+        lines += decode_rows(torch, flex, create_block_mask, measure, db, decode_kw)
     text = "\n".join(lines) + "\n"
     if out_md:
         with open(out_md, "w") as f:
@@ -124,9 +140,10 @@ def run(out_md):
     print(text)
 
 
-def decode_rows(torch, flex, create_block_mask, measure, db):
+def decode_rows(torch, flex, create_block_mask, measure, db, decode_kw):
     """The decode masks beside the unmasked decode (ours, cuDNN) and Flex's decode with
-    the same mask_mod; K + V read rate over the keys the mask leaves."""
+    the same mask_mod, each with a second row of ours under `decode_kw` when given; K + V
+    read rate over the keys the mask leaves."""
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -149,31 +166,36 @@ def decode_rows(torch, flex, create_block_mask, measure, db):
     j = torch.arange(DLK, device="cuda")[None, :]
     i = torch.zeros(1, 1, dtype=torch.long, device="cuda")
     for m in DECODE_MASKS:
-        lines.append(mask_row(flex, create_block_mask, measure, (q, k, v), m,
-                              m(0, 0, i, j).float().mean().item(), base[0], 1, DLK,
-                              kernels="all", digits=1, enable_gqa=True))
+        for kw in [{}] + ([decode_kw] if decode_kw else []):
+            lines.append(mask_row(flex, create_block_mask, measure, (q, k, v), m,
+                                  m(0, 0, i, j).float().mean().item(), base[0], 1, DLK,
+                                  kernels="all", digits=1, ours_kw=kw, enable_gqa=True))
     return lines
 
 
 def mask_row(flex, create_block_mask, measure, qkv, m, density, base_us, lq, lk, kernels,
-             digits, **flex_kw):
-    """One table row: ours with mask_mod=m beside Flex with its block mask (built
-    outside the timing), the density's prediction from the unmasked time, and the
-    largest difference of the two outputs. Times printed with `digits` decimals."""
+             digits, ours_kw=None, **flex_kw):
+    """One table row: ours with mask_mod=m (and `ours_kw`'s kernel options, named in the
+    row) beside Flex with its block mask (built outside the timing), the density's
+    prediction from the unmasked time, and the largest difference of the two outputs.
+    Times printed with `digits` decimals."""
     q, k, v = qkv
-    ours = measure(lambda: flash_mlir.attention(q, k, v, mask_mod=m), kernels=kernels)
+    ours_kw = ours_kw or {}
+    ours = measure(lambda: flash_mlir.attention(q, k, v, mask_mod=m, **ours_kw),
+                   kernels=kernels)
     try:
         bm = create_block_mask(m, None, None, lq, lk, device="cuda")
         fx = measure(lambda: flex(q, k, v, block_mask=bm, **flex_kw), kernels=kernels)
         diff = (flex(q, k, v, block_mask=bm, **flex_kw).float()
-                - flash_mlir.attention(q, k, v, mask_mod=m).float()).abs().max().item()
+                - flash_mlir.attention(q, k, v, mask_mod=m, **ours_kw).float()
+                ).abs().max().item()
     except Exception as e:  # noqa: BLE001 - report and go on
         print("flex", m.__name__, "failed:", str(e).splitlines()[0])
         fx, diff = (float("nan"),) * 3, float("nan")
     predicted = base_us * density
     t = "%%.%df" % digits
     line = ("| %s | %.3f | " + " | ".join([t] * 3) + " | %.2f | " + t + " | %.2f | %.3f |") % (
-        m.__name__, density, ours[0], ours[1], predicted, ours[0] / predicted, fx[0],
+        m.__name__ + "".join(" [%s=%s]" % kv for kv in ours_kw.items()), density, ours[0], ours[1], predicted, ours[0] / predicted, fx[0],
         fx[0] / ours[0], diff)
     print(line, flush=True)
     return line
@@ -183,11 +205,15 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--prebuild", metavar="DIR")
     ap.add_argument("--md", default=None)
+    ap.add_argument("--decode-options", default=None, metavar="KEY=VALUE,...")
+    ap.add_argument("--decode-only", action="store_true",
+                    help="only the decode tables (and the unmasked prefill line)")
     a = ap.parse_args()
+    decode_kw = parse_options(a.decode_options)
     if a.prebuild:
-        prebuild(a.prebuild)
+        prebuild(a.prebuild, decode_kw)
         return
-    run(a.md)
+    run(a.md, decode_kw, a.decode_only)
 
 
 if __name__ == "__main__":
