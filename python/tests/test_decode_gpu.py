@@ -191,6 +191,17 @@ def test_auto_takes_the_split_kernel_for_masked_decode():
     assert "wgmma" not in ptx
 
 
+def test_auto_takes_wgmma_for_packed_rows_with_a_score_mod():
+    """A decode with a score_mod (soft-capping) whose heads pack: kernel=auto compiles the
+    wgmma kernel's decode form, each packed row reading its own head (no mma.sync, no
+    cp.async of the split kernel)."""
+    _compiler()
+    qs, ks, vs, dtype, kw = CASES["gqa4-lse"]
+    ir = flash_mlir.attention_ir(qs, ks, vs, "bf16", lse=True, softcap=30.0)
+    ptx = flash_mlir.compile(ir, pipeline="flash-gpu-pipeline", output="ptx", format="isa")
+    assert "wgmma.mma_async" in ptx and "mma.sync" not in ptx
+
+
 @pytest.mark.parametrize("name,fused", [("gqa4-lse", True), ("wg-lq16-gqa4-lse", False)])
 def test_auto_takes_wgmma_for_packed_rows(name, fused):
     """Rows of several heads and no mask (Lq = 1 and 16): kernel=auto compiles the wgmma

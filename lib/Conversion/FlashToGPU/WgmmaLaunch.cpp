@@ -204,14 +204,15 @@ bool gpu_lowering::wgmmaDecodePreferred(AttentionOp op, const ChipInfo &chip) {
     return false;
   std::optional<WgmmaDecodeForm> form = wgmmaDecodeForm(op, GPUKernelOptions());
   // Measured beside the split kernel on the decode table at D = 128 (bench/
-  // NOTES run 39): 1.14-2.3x at 16 rows per query head, -6..+24 % at one.
-  // Wider heads, masked decode and a score_mod stay with the split kernel
-  // until measured.
+  // NOTES run 39): 1.14-2.3x at 16 rows per query head, -6..+24 % at one;
+  // with a score_mod that masks (chunks, windows, sinks over a 32k cache,
+  // run 52) 0.84-0.98x its kernel time. Wider heads and decode under a
+  // structured mask stay with the split kernel until measured.
   int64_t nb = op.getNumBatchDims();
   int64_t d = op.getQueryType().getDimSize(nb + 1);
   int64_t dv = op.getValueType().getDimSize(nb + 1);
   return form && form->group > 1 && std::max(d, dv) <= 128 &&
-         op.getMaskOrNone().isNone() && !op.hasScoreMod();
+         op.getMaskOrNone().isNone();
 }
 
 /// `m` [b..., Hq, Lq, D] (a contiguous buffer, as the destination form's
