@@ -45,6 +45,9 @@ struct ChipInfo {
   bool archSpecific = false; // sm_XYa: the arch-specific features (wgmma)
   int64_t registersPerSM = 65536;
   int64_t maxDynamicSmemPerBlock = 0; // bytes one CTA may request
+  // SMs of the family's full-size part (H100 SXM / H200: 132), for choices
+  // made before a device is known; launches read the device's own count.
+  int64_t typicalMultiprocessors = 0;
   bool hasWgmma() const { return sm == 90 && archSpecific; }
   bool hasMmaSync() const { return sm >= 80; }
 };
@@ -105,6 +108,11 @@ struct KernelSpec {
   // keys, read as [pages·page_size, Hkv, D] in boxes of pagedBoxRows keys
   // through the block table; each sequence's length is its own.
   int64_t pageSize = 0;
+  // Lq, Lk and the batch·head count of a prefill where they are static
+  // (kDynamic else): the automatic persistent grid is chosen by the keys a
+  // query block sees and the work items there are.
+  int64_t queryLen = ShapedType::kDynamic, keyLen = ShapedType::kDynamic;
+  int64_t batchHeads = ShapedType::kDynamic;
   bool hasMask() const { return mask && !mask.isNone(); }
 };
 

@@ -328,6 +328,11 @@ static LogicalResult lowerToWgmmaLaunch(RewriterBase &rewriter, AttentionOp op,
   spec.outElemType = op.getOutputType().getElementType();
   spec.headDim = d;
   spec.valueDim = dv;
+  spec.queryLen = op.getQueryType().getDimSize(nb);
+  spec.keyLen = op.getKeyType().getDimSize(nb);
+  ArrayRef<int64_t> qBatch = op.getQueryType().getShape().take_front(nb);
+  if (!llvm::any_of(qBatch, ShapedType::isDynamic))
+    spec.batchHeads = computeProduct(qBatch);
   spec.numBatchDims = nb;
   spec.mask = op.getMaskOrNone();
   spec.hasLse = op.hasLse();
