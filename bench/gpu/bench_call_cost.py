@@ -259,7 +259,11 @@ if __name__ == "__main__":
     ap.add_argument("--variant", action="append", default=[])
     ap.add_argument("--breakdown", action="store_true",
                     help="time a plain call's host steps one by one (GPU)")
+    ap.add_argument("--only", action="append", default=[], metavar="TEXT",
+                    help="only the shapes whose label contains TEXT (repeatable)")
     a = ap.parse_args()
+    if a.only:
+        CASES[:] = [c for c in CASES if any(t in c[0] for t in a.only)]
     vs = [parse_variant(v) for v in a.variant]
     if a.prebuild:
         prebuild(a.prebuild, vs)
