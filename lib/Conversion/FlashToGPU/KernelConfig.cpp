@@ -136,7 +136,7 @@ static bool persistentPays(const KernelSpec &spec, const KernelConfig &cfg,
   constexpr int64_t kMaxMeanKeys = 1024;
   int64_t lq = spec.queryLen, lk = spec.keyLen;
   if (spec.scoreMod || ShapedType::isDynamic(lq) || ShapedType::isDynamic(lk) ||
-      ShapedType::isDynamic(spec.batchHeads) || lq <= 0)
+      ShapedType::isDynamic(spec.batchHeads) || lq <= 0 || lk <= 0)
     return false;
   int64_t items = llvm::divideCeil(lq, cfg.blockM) * spec.batchHeads;
   if (items < 2 * chip.typicalMultiprocessors * cfg.ctasPerSM)
