@@ -6,10 +6,15 @@ GEMM). Shapes (issue 5): D in {64, 128}, causal no/yes, N in 1k..16k, batch*N = 
 tokens, 32 heads at D = 64 and 16 at D = 128, bf16. TFLOP/s = 4*B*H*N^2*D, halved when
 causal; each time is the median of event-timed runs.
 
-    python3 bench/gpu/bench_attention.py [--artifacts DIR] [--md OUT.md] [--json OUT.json]
+    python3 bench/gpu/bench_attention.py [--artifacts DIR] [--api] [--md OUT.md] [--json OUT.json]
 
 Without --artifacts (or without a matching kernel in it) our column says "-" and the
-anchors are still measured.
+anchors are still measured. `ours` runs the artifacts' dynamic-shape kernels; --api adds
+a column `api`: `flash_mlir.attention` on the same tensors, the static-shape kernel a user
+gets (every automatic choice made for that shape) from the cache in FLASH_MLIR_CACHE_DIR,
+filled here with
+
+    python3 bench/gpu/bench_attention.py --prebuild DIR [--ns ...]
 """
 import argparse
 import json
@@ -17,11 +22,7 @@ import math
 
 from common import OurKernels, FlashRuntimeError, device_line, time_ms, torch
 
-from torch.nn.attention import SDPBackend, sdpa_kernel
-import torch.nn.functional as F
-
-BACKENDS = [("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION),
-            ("efficient", SDPBackend.EFFICIENT_ATTENTION)]
+import flash_mlir
 
 
 def shapes(ns):
@@ -48,8 +49,21 @@ def naive(q, k, v, causal, scale, mask_cache):
     return torch.bmm(p, v3).view(b, h, n, d)
 
 
+def prebuild(cache, ns):
+    import os
+    os.environ["FLASH_MLIR_CACHE_DIR"] = cache
+    os.environ.setdefault("CUDA_HOME", "/usr/local/cuda")
+    for d, causal, b, h, n in shapes(ns):
+        s = (b, h, n, d)
+        print(flash_mlir.prebuild(s, s, s, "bf16", causal=causal, scale=1.0 / math.sqrt(d)))
+
+
 def main():
     ap = argparse.ArgumentParser()
+    ap.add_argument("--api", action="store_true",
+                    help="add flash_mlir.attention's static-shape kernels (column api)")
+    ap.add_argument("--prebuild", metavar="DIR",
+                    help="compile the --api column's kernels into DIR (here, no GPU)")
     ap.add_argument("--artifacts", default=None, help="directory with our kernels and manifest.json")
     ap.add_argument("--ns", default="1024,2048,4096,8192,16384")
     ap.add_argument("--warmup", type=int, default=3)
@@ -58,9 +72,17 @@ def main():
     ap.add_argument("--md", default=None)
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
+    if a.prebuild:
+        prebuild(a.prebuild, [int(x) for x in a.ns.split(",")])
+        return
 
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    import torch.nn.functional as F
+    backends = [("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION),
+                ("efficient", SDPBackend.EFFICIENT_ATTENTION)]
     ours = OurKernels(a.artifacts)
-    cols = ["ours"] + [n for n, _ in BACKENDS] + ([] if a.no_naive else ["naive"])
+    cols = (["ours"] + (["api"] if a.api else []) + [n for n, _ in backends]
+            + ([] if a.no_naive else ["naive"]))
     rows, mask_cache = [], {}
     for d, causal, b, h, n in shapes([int(x) for x in a.ns.split(",")]):
         torch.manual_seed(n * d + causal)
@@ -69,7 +91,7 @@ def main():
         flops = 4.0 * b * h * n * n * d / (2 if causal else 1)
         row = {"D": d, "causal": causal, "B": b, "H": h, "N": n}
         ref = None
-        for name, backend in BACKENDS:
+        for name, backend in backends:
             try:
                 with sdpa_kernel([backend]):
                     f = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
@@ -99,6 +121,10 @@ def main():
                 row["ours_error"] = str(e)[:200]
         else:
             row["ours"] = None
+        if a.api:
+            f = lambda: flash_mlir.attention(q, k, v, causal=causal, scale=scale)
+            row["api_maxdiff"] = (f().float() - ref).abs().max().item()
+            row["api"] = time_ms(f, a.warmup, a.iters)
         for c in cols:
             if row.get(c):
                 row[c + "_tflops"] = flops / (row[c] * 1e-3) / 1e12
@@ -118,9 +144,10 @@ def main():
                      + " | ".join(cells) + " |")
     table = "\n".join(lines)
     print(table)
-    bad = [r for r in rows if r.get("ours_maxdiff", 0) > 0.05]
-    for r in bad:
-        print(f"WARNING: ours differs from SDPA by {r['ours_maxdiff']:.3g} at {r}")
+    for c in ("ours", "api"):
+        for r in rows:
+            if r.get(c + "_maxdiff", 0) > 0.05:
+                print(f"WARNING: {c} differs from SDPA by {r[c + '_maxdiff']:.3g} at {r}")
     if a.md:
         with open(a.md, "w") as f:
             f.write(table + "\n")
