@@ -286,6 +286,16 @@ def _persistent_kw(kw, on):
     return dict(kw, kernel="wgmma", persistent=1 if on else 0)
 
 
+# Shapes where persistent=-1 (the default) takes the persistent grid: rows of at most
+# 1024 keys on average, and at least two work items per resident CTA.
+AUTO_PERSISTENT_CASES = {
+    "d64-causal-lse": ((4, 16, 1000, 64), (4, 16, 1000, 64), (4, 16, 1000, 64), "bfloat16",
+                       {"causal": True, "return_lse": True}),
+    "d128-gqa-short-keys": ((4, 32, 600, 128), (4, 8, 900, 128), (4, 8, 900, 96),
+                            "bfloat16", {}),
+}
+
+
 # tensormap_params=True: the kernels take their TMA maps as grid-constant
 # parameters (flash-tensormap-kernel-params) instead of device copies.
 TENSORMAP_PARAM_CASES = {
@@ -307,6 +317,10 @@ def prebuild_all(cache_dir):
         for on in (False, True):
             print("persistent-%s-%d" % (name, on),
                   flash_mlir.prebuild(qs, ks, vs, dtype, **_persistent_kw(kw, on)))
+    for name, (qs, ks, vs, dtype, kw) in AUTO_PERSISTENT_CASES.items():
+        for extra in ({}, {"persistent": 0}):
+            print("auto-persistent-%s" % name, extra,
+                  flash_mlir.prebuild(qs, ks, vs, dtype, **kw, **extra))
     for name, (qs, ks, vs, dtype, kw) in TENSORMAP_PARAM_CASES.items():
         for on in (False, True):
             print("tensormap-%s-%d" % (name, on),
@@ -689,6 +703,38 @@ def test_persistent_grid_matches_one_cta_per_item(name):
         assert torch.equal(l1, l0) and torch.equal(l2, l0)
         lse_err = (l1.double().cpu() - torch.from_numpy(ref_lse)).abs().max().item()
         assert lse_err <= 1e-3, lse_err
+
+
+def test_default_takes_the_persistent_grid_for_short_rows():
+    """persistent=-1 compiles the persistent grid for these shapes (the host code asks
+    the device's SM count for its grid) and not with persistent=0."""
+    _compiler()
+    for name, (qs, ks, vs, dtype, kw) in AUTO_PERSISTENT_CASES.items():
+        elt = {"bfloat16": "bf16", "float16": "f16"}[dtype]
+        for options, expect in (({}, True), ({"persistent": 0}, False)):
+            ir = flash_mlir.attention_ir(qs, ks, vs, elt, causal=kw.get("causal", False),
+                                         lse=kw.get("return_lse", False))
+            host = flash_mlir.compile(ir, pipeline="flash-gpu-pipeline", format="isa",
+                                      **options)
+            assert ("flashRuntimeMultiprocessorCount" in host) == expect, (name, options)
+
+
+@pytest.mark.parametrize("name", sorted(AUTO_PERSISTENT_CASES))
+def test_default_persistent_grid_matches_one_cta_per_item(name):
+    """The default call where it is a persistent grid: bit-identical to persistent=0
+    (the same tiles in the same order) and within the SDPA-error rule."""
+    torch = _cuda()
+    qs, ks, vs, dtype, kw = AUTO_PERSISTENT_CASES[name]
+    q, k, v = _inputs(torch, qs, ks, vs, dtype)
+    r = flash_mlir.attention(q, k, v, **kw)
+    r0 = flash_mlir.attention(q, k, v, persistent=0, **kw)
+    torch.cuda.synchronize()
+    (o, l), (o0, l0) = (r, r0) if kw.get("return_lse") else ((r, None), (r0, None))
+    assert torch.equal(o, o0), (o.double() - o0.double()).abs().max().item()
+    if l is not None:
+        assert torch.equal(l, l0)
+    err, err_sdpa, _ = _errors(torch, o, q, k, v, **kw)
+    assert err <= 2 * err_sdpa + 1e-3, (err, err_sdpa)
 
 
 @pytest.mark.parametrize("name", sorted(TENSORMAP_PARAM_CASES))
