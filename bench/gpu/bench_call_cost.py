@@ -75,14 +75,19 @@ def shapes(case):
     return (b, hq, lq, d), (b, hkv, lk, d), (b, hkv, lk, d), causal
 
 
+def parse_options(text):
+    """KEY=VALUE,... -> {KEY: int or str} (attention()'s kernel option keywords)."""
+    kw = {}
+    for item in filter(None, (text or "").split(",")):
+        key, _, value = item.partition("=")
+        kw[key] = int(value) if value.lstrip("-").isdigit() else value
+    return kw
+
+
 def parse_variant(text):
     """NAME=KEY=VALUE,... -> (NAME, {KEY: int or str})."""
     name, _, opts = text.partition("=")
-    kw = {}
-    for item in filter(None, opts.split(",")):
-        key, _, value = item.partition("=")
-        kw[key] = int(value) if value.lstrip("-").isdigit() else value
-    return name, kw
+    return name, parse_options(opts)
 
 
 def prebuild(cache, variants):

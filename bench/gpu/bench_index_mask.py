@@ -26,6 +26,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
 
 import flash_mlir  # noqa: E402
+from bench_call_cost import parse_options  # noqa: E402
 
 B, H, N, D = 2, 16, 8192, 128
 
@@ -75,15 +76,6 @@ DECODE_MASKS = [decode_chunked_8192, decode_local_4096, decode_sink_local_2048]
 
 def decode_shapes(db):
     return (db, DHQ, 1, D), (db, DHKV, DLK, D)
-
-
-def parse_options(text):
-    """KEY=VALUE,... -> {KEY: int or str}."""
-    kw = {}
-    for item in filter(None, (text or "").split(",")):
-        key, _, value = item.partition("=")
-        kw[key] = int(value) if value.lstrip("-").isdigit() else value
-    return kw
 
 
 def prebuild(cache, decode_kw):
