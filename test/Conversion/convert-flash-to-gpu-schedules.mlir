@@ -42,7 +42,8 @@
 // DPV: nvvm.wgmma.fence.aligned
 // DPV: wgmma.mma_async.sync.aligned.m64n64k16
 // DPV: nvvm.wgmma.commit.group.sync.aligned
-// DPV-NEXT: nvvm.wgmma.wait.group.sync.aligned 1
+// DPV-NOT: nvvm.wgmma
+// DPV: nvvm.wgmma.wait.group.sync.aligned 1
 // DPV: llvm.nvvm.ex2.approx.ftz.f32
 // DPV: nvvm.wgmma.wait.group.sync.aligned 0
 // DPV: nvvm.mbarrier.arrive
@@ -66,14 +67,15 @@
 // BOTH: wgmma.mma_async.sync.aligned.m64n64k16
 // BOTH: nvvm.wgmma.commit.group.sync.aligned
 // BOTH-NEXT: nvvm.barrier.arrive id
-// BOTH-NEXT: nvvm.wgmma.wait.group.sync.aligned 1
+// BOTH-NOT: nvvm.wgmma
+// BOTH: nvvm.wgmma.wait.group.sync.aligned 1
 
 // One consumer warpgroup: nobody to take turns with.
 // ONE-LABEL: gpu.func @kernel
 // ONE-NOT: nvvm.barrier
 // ONE: gpu.return
 
-// STAGES: convert-flash-to-gpu: need block-m = 64 * warpgroups (0: automatic), block-n a multiple of 16 in [16, 256] (0: automatic), stages >= 1 (>= 3 with overlap or defer-pv; 0: automatic), defer-pv and persistent in {-1, 0, 1}, and overlap without defer-pv or pingpong
+// STAGES: convert-flash-to-gpu: need block-m = 64 * warpgroups (0: automatic), block-n a multiple of 16 in [16, 256] (0: automatic), stages >= 1 (>= 3 with overlap or defer-pv; 0: automatic), defer-pv, persistent and score-prefetch in {-1, 0, 1}, and overlap without defer-pv or pingpong
 
 // A persistent grid: as many CTAs as the device holds at once (its SM count,
 // one CTA per SM here), none past the work items, and the launch's work counter

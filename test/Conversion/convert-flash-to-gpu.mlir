@@ -37,14 +37,15 @@ func.func @causal_gqa(%q: memref<2x4x100x64xbf16>, %k: memref<2x2x70x64xbf16>,
 
 // -----
 
-// f16, D = 128 != Dv = 64, dynamic lengths, bias score_mod and LSE.
+// f16, D = 128 != Dv = 64, dynamic lengths, bias score_mod and LSE. The bias
+// is read per score and prefetched, so the key tile is 64 wide.
 // CHECK-LABEL: func.func @bias_lse
 // CHECK-SAME: %[[STREAM:[a-z0-9]+]]: !llvm.ptr {flash.stream}
 // CHECK: nvgpu.tma.create.descriptor {{.*}} box[%{{.*}}, %{{.*}}, %{{.*}}] : memref<*xf16>
 // CHECK: gpu.launch_func async
 // CHECK-SAME: %{{.*}} : memref<?x?xf32>)
 // CHECK: gpu.func @kernel({{.*}}, %[[BIAS:[a-z0-9]+]]: memref<?x?xf32>) kernel
-// CHECK-COUNT-8: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 128, k = 16>, D[<f32>, {{.*}}], A[<f16>
+// CHECK-COUNT-8: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 64, k = 16>, D[<f32>, {{.*}}], A[<f16>
 // CHECK: memref.load %[[BIAS]]
 // CHECK: llvm.nvvm.lg2.approx.f
 func.func @bias_lse(%q: memref<3x?x128xf16>, %k: memref<3x?x128xf16>, %v: memref<3x?x64xf16>,

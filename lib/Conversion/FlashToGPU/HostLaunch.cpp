@@ -168,7 +168,13 @@ gpu::GPUModuleOp gpu_lowering::newKernelModule(OpBuilder &mb, Operation *op) {
     name = "flash_attention_" + std::to_string(index++);
   while (module.lookupSymbol(name));
   mb.setInsertionPointToEnd(module.getBody());
-  return gpu::GPUModuleOp::create(mb, op->getLoc(), name);
+  auto gmod = gpu::GPUModuleOp::create(mb, op->getLoc(), name);
+  // The query's element type bounds the precision the kernel's math needs
+  // (approximateKernelMath).
+  Type elem = getElementTypeOrSelf(op->getOperand(0).getType());
+  if (elem.isIntOrFloat() && elem.getIntOrFloatBitWidth() <= 16)
+    gmod->setAttr(kLowPrecisionOperandsAttr, UnitAttr::get(op->getContext()));
+  return gmod;
 }
 
 Value gpu_lowering::streamArgument(Operation *op) {

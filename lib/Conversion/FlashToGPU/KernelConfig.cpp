@@ -88,16 +88,17 @@ LogicalResult gpu_lowering::verifyKernelOptions(const GPUKernelOptions &o,
   }
   if (o.blockM < 0 || o.warpgroups < 0 || o.ctasPerSM < 0 ||
       (o.blockM > 0 && o.warpgroups > 0 && o.blockM != 64 * o.warpgroups) ||
-      (o.blockN != 0 && (o.blockN < 16 || o.blockN > 256 ||
-                         o.blockN % 16 != 0)) ||
-      o.stages < 0 ||
-      o.deferPV < -1 || o.deferPV > 1 || o.persistent < -1 ||
-      o.persistent > 1 ||
+      (o.blockN != 0 &&
+       (o.blockN < 16 || o.blockN > 256 || o.blockN % 16 != 0)) ||
+      o.stages < 0 || o.deferPV < -1 || o.deferPV > 1 || o.persistent < -1 ||
+      o.persistent > 1 || o.scorePrefetch < -1 || o.scorePrefetch > 1 ||
       ((o.overlap || o.deferPV == 1) && o.stages > 0 && o.stages < 3) ||
       (o.overlap && (o.deferPV == 1 || o.pingpong))) {
     os << "need block-m = 64 * warpgroups (0: automatic), block-n a multiple "
-          "of 16 in [16, 256] (0: automatic), stages >= 1 (>= 3 with overlap or defer-pv; 0: "
-          "automatic), defer-pv and persistent in {-1, 0, 1}, and overlap without defer-pv "
+          "of 16 in [16, 256] (0: automatic), stages >= 1 (>= 3 with overlap "
+          "or defer-pv; 0: "
+          "automatic), defer-pv, persistent and score-prefetch in {-1, 0, 1}, "
+          "and overlap without defer-pv "
           "or pingpong";
     return failure();
   }
@@ -131,6 +132,27 @@ int64_t gpu_lowering::pagedBoxRows(const KernelConfig &cfg,
 /// overlap needs CTAs that walk two items or more (a grid of fewer items
 /// than twice the resident CTAs is the one-CTA-per-item grid again, plus
 /// its work counter).
+/// Bytes per score of the score_mod's capture reads whose indices involve
+/// the key (a bias, a mask tensor): what a prefetched tile holds in
+/// registers per score. 0 without such reads (soft-capping; ALiBi's slope
+/// is read per head).
+static int64_t perScoreReadBytes(Region &scoreMod, int64_t numIndices) {
+  Block &body = scoreMod.front();
+  DenseSet<Value> fromKey = {body.getArgument(numIndices)};
+  int64_t bytes = 0;
+  for (Operation &op : body.without_terminator()) {
+    if (llvm::none_of(op.getOperands(),
+                      [&](Value v) { return fromKey.contains(v); }))
+      continue;
+    fromKey.insert(op.getResults().begin(), op.getResults().end());
+    auto ex = dyn_cast<tensor::ExtractOp>(&op);
+    auto arg = ex ? dyn_cast<BlockArgument>(ex.getTensor()) : BlockArgument();
+    if (arg && arg.getOwner() == &body && arg.getArgNumber() > numIndices)
+      bytes += std::max<int64_t>(1, ex.getType().getIntOrFloatBitWidth() / 8);
+  }
+  return bytes;
+}
+
 static bool persistentPays(const KernelSpec &spec, const KernelConfig &cfg,
                            const ChipInfo &chip) {
   constexpr int64_t kMaxMeanKeys = 1024;
@@ -163,7 +185,8 @@ static bool persistentPays(const KernelSpec &spec, const KernelConfig &cfg,
 /// warpgroups (+6-16 % from N = 2k, -5 % at N = 1k, run 13; with a causal
 /// mask it lost up to 20 % below N = 8k). A score_mod keeps the older tiles:
 /// its index arithmetic and capture loads make the 192-row tile (160
-/// registers per thread) and the deferred PV spill, and neither was measured.
+/// registers per thread) spill, and so do a deferred PV and 128-key tiles
+/// beside a prefetched per-score read of 16 bits or more.
 KernelConfig gpu_lowering::resolveWgmmaConfig(const GPUKernelOptions &o,
                                               const ChipInfo &chip,
                                               const KernelSpec &spec) {
@@ -174,6 +197,9 @@ KernelConfig gpu_lowering::resolveWgmmaConfig(const GPUKernelOptions &o,
   cfg.splitPV = o.splitPV;
   cfg.overlap = o.overlap;
   cfg.pingpong = o.pingpong;
+  cfg.scorePrefetch = scoreMod && o.scorePrefetch != 0;
+  int64_t readBytes =
+      scoreMod ? perScoreReadBytes(*spec.scoreMod, spec.numBatchDims + 2) : 0;
   cfg.producerRegs = o.producerRegs;
   cfg.consumerRegs = o.consumerRegs;
   // The decode form, packed varlen batches and paged caches have grids of
@@ -209,6 +235,11 @@ KernelConfig gpu_lowering::resolveWgmmaConfig(const GPUKernelOptions &o,
     // 64 measured +1-5 % (D = 256 with a softcap, run 30).
     if (std::max(d, dv) > 128 && scoreMod)
       cfg.blockN = std::min<int64_t>(cfg.blockN, 64);
+    // A prefetched tile of 16-bit or wider reads per score (a bf16 bias)
+    // spills at 128 keys; 64 measured 1.13-1.30x the unprefetched kernel,
+    // while a boolean mask keeps 128 (1.25x; bench/NOTES run 54).
+    if (cfg.scorePrefetch && readBytes >= 2)
+      cfg.blockN = std::min<int64_t>(cfg.blockN, 64);
   }
   cfg.ctasPerSM = o.ctasPerSM ? o.ctasPerSM
                               : cfg.consumerWarpgroups == 1 ? 2 : 1;
@@ -230,8 +261,10 @@ KernelConfig gpu_lowering::resolveWgmmaConfig(const GPUKernelOptions &o,
     three.stages = 3;
     bool fits = SmemLayout(three, spec).total * cfg.ctasPerSM <=
                 chip.maxDynamicSmemPerBlock;
-    cfg.deferPV = (d > 64 || dv > 64) && !scoreMod && !cfg.overlap && fits &&
-                  (o.stages == 0 || o.stages >= 3);
+    // With a score_mod that reads nothing per score (soft-capping, ALiBi)
+    // it measured +2-5 % at D = 128; reads per score spill under it.
+    cfg.deferPV = (d > 64 || dv > 64) && readBytes == 0 && !cfg.overlap &&
+                  fits && (o.stages == 0 || o.stages >= 3);
   } else {
     cfg.deferPV = o.deferPV == 1;
   }

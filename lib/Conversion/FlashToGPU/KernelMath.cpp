@@ -13,10 +13,19 @@
 // 1e-7 of tanh everywhere. The forward and the backward kernels are
 // rewritten alike, so the backward recomputes the forward's probabilities.
 //
+// That tanh costs two multi-function-unit instructions (ex2, rcp) beside
+// the softmax's one ex2 per score, and that unit, not the tensor cores,
+// then bounds a soft-capped kernel. Where the operands have 16 bits or
+// fewer, P is rounded to them (2^-9 relative for bf16) before it meets V,
+// and the hardware's tanh.approx.f32 (one instruction, 2^-11 relative)
+// is well inside that rounding: those kernels take it, as FlashAttention's
+// soft-capping does. f32 kernels keep the expansion.
+//
 //===----------------------------------------------------------------------===//
 #include "KernelStrategies.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/IR/Matchers.h"
 
@@ -25,6 +34,18 @@
 using namespace mlir;
 using namespace mlir::flash;
 using namespace mlir::flash::gpu_lowering;
+
+/// tanh.approx.f32: ±1 at ±inf, NaN for NaN.
+static Value tanhApprox(ImplicitLocOpBuilder &b, Value x) {
+  return LLVM::InlineAsmOp::create(
+             b, b.getF32Type(), ValueRange{x}, "tanh.approx.f32 $0, $1;",
+             "=f,f", /*has_side_effects=*/false, /*is_align_stack=*/false,
+             LLVM::tailcallkind::TailCallKind::None,
+             LLVM::AsmDialectAttr::get(b.getContext(),
+                                       LLVM::AsmDialect::AD_ATT),
+             ArrayAttr())
+      .getResult(0);
+}
 
 void gpu_lowering::approximateKernelMath(gpu::GPUModuleOp module) {
   auto approx = arith::FastMathFlagsAttr::get(module.getContext(),
@@ -55,8 +76,14 @@ void gpu_lowering::approximateKernelMath(gpu::GPUModuleOp module) {
             .getResult());
     d.erase();
   }
+  bool hardwareTanh = module->hasAttr(kLowPrecisionOperandsAttr);
   for (math::TanhOp t : tanhs) {
     ImplicitLocOpBuilder b(t.getLoc(), t);
+    if (hardwareTanh) {
+      t.replaceAllUsesWith(tanhApprox(b, t.getOperand()));
+      t.erase();
+      continue;
+    }
     Value e = exp2Approx(
         b, arith::MulFOp::create(b, t.getOperand(), constF32(b, 2.0 * M_LOG2E)));
     Value r = arith::DivFOp::create(

@@ -62,6 +62,8 @@ struct KernelConfig {
   bool deferPV = false;
   // A grid of resident CTAs that each walk work items (WgmmaKernel.cpp).
   bool persistent = false;
+  // A score_mod's score-independent capture reads go before the QKᵀ wait.
+  bool scorePrefetch = false;
   int64_t producerRegs = 0, consumerRegs = 0, ctasPerSM = 0;
   int64_t threads() const { return 128 * (1 + consumerWarpgroups); }
 };
@@ -114,6 +116,14 @@ struct KernelSpec {
   int64_t queryLen = ShapedType::kDynamic, keyLen = ShapedType::kDynamic;
   int64_t batchHeads = ShapedType::kDynamic;
   bool hasMask() const { return mask && !mask.isNone(); }
+  /// A static bound on the query and key indices a score_mod sees (0:
+  /// none known).
+  int64_t indexBound() const {
+    if (pageSize > 0 || varlen || ShapedType::isDynamic(queryLen) ||
+        ShapedType::isDynamic(keyLen))
+      return 0;
+    return std::max(queryLen, keyLen);
+  }
 };
 
 /// Keys per TMA box of a paged K/V tile: the largest count that divides both
@@ -310,8 +320,10 @@ Value dataPointer(ImplicitLocOpBuilder &b, Value m);
 /// What the portable and mma.sync kernels are specialised on.
 struct MemrefKernelSpec {
   int64_t d = 0, dv = 0, numBatchDims = 0, numCaptures = 0;
-  // Query rows and heads, as the op states them (possibly dynamic).
+  // Query rows and heads, as the op states them (possibly dynamic); the
+  // key rows of a flash.attention.
   int64_t lq = ShapedType::kDynamic, hq = 1, hkv = 1;
+  int64_t lk = ShapedType::kDynamic;
   // > 0: flash.paged_attention; K/V rows are read through the block table
   // from pages of this many keys.
   int64_t pageSize = 0;
@@ -326,6 +338,13 @@ struct MemrefKernelSpec {
   bool hasSinks = false;
   double scale = 1.0;
   Region *scoreMod = nullptr; // not owned; inlined per element
+  /// KernelSpec::indexBound's twin.
+  int64_t indexBound() const {
+    if (pageSize > 0 || varlen || ShapedType::isDynamic(lq) ||
+        ShapedType::isDynamic(lk))
+      return 0;
+    return std::max(lq, lk);
+  }
 };
 /// The spec, or why these kernels cannot take the op (dynamic head dims, an
 /// element type other than f32/f16/bf16).
@@ -753,6 +772,11 @@ constexpr int64_t kRoundThreads = 256;
 gpu::GPUFuncOp buildRoundKernel(OpBuilder &b, Location loc,
                                 gpu::GPUModuleOp module,
                                 ArrayRef<Type> argTypes);
+/// Marks a kernel module whose query is of 16 bits or fewer: its scores
+/// reach P and O through a 16-bit rounding, and its tanh may be the
+/// hardware's.
+constexpr llvm::StringLiteral kLowPrecisionOperandsAttr =
+    "flash.low_precision_operands";
 /// The kernels' f32 divisions and tanh, approximate (KernelMath.cpp).
 void approximateKernelMath(gpu::GPUModuleOp module);
 

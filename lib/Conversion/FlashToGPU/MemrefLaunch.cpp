@@ -45,6 +45,7 @@ FailureOr<MemrefKernelSpec> gpu_lowering::memrefKernelSpec(AttentionOp op,
   spec.numCaptures = op.getCaptures().size();
   spec.hasSinks = op.getSinks() != nullptr;
   spec.lq = op.getQueryType().getDimSize(nb);
+  spec.lk = op.getKeyType().getDimSize(nb);
   if (nb > 0) {
     spec.hq = op.getQueryType().getDimSize(nb - 1);
     spec.hkv = op.getKeyType().getDimSize(nb - 1);

@@ -189,8 +189,8 @@ static gpu::GPUFuncOp buildMmaKernel(OpBuilder &ob, Location loc,
 
         RowState rs{{st[0], st[1]}, {st[2], st[3]}};
         ScoreContext sc = makeScoreContext(
-            ib, spec.mask, spec.scoreMod, rows, j0, t2, lq, lk,
-            heads.batchIdx, args.captures, /*needsMask=*/true);
+            ib, spec.mask, spec.scoreMod, rows, j0, t2, lq, lk, heads.batchIdx,
+            args.captures, /*needsMask=*/true, spec.indexBound());
         // Only tiles that cross Lk or this warp's causal / window bound take
         // the per-element mask; the condition is uniform over the warp, whose
         // lanes the softmax's shuffles span.

@@ -104,7 +104,8 @@ gpu_lowering::onlineSoftmaxStep(ImplicitLocOpBuilder &b,
     Value x;
     if (ctx.scoreMod) {
       Value nat = arith::MulFOp::create(b, v, scaleNat);
-      nat = ctx.scoreMod(b, nat, ctx.rowIdx[h], col);
+      nat = ctx.scoreMod(b, nat, ctx.rowIdx[h], col,
+                         ctx.prefetched.empty() ? nullptr : &ctx.prefetched[i]);
       x = arith::MulFOp::create(b, nat, log2eV);
     } else {
       x = arith::MulFOp::create(b, v, scaleLog2);
@@ -143,6 +144,19 @@ gpu_lowering::onlineSoftmaxStep(ImplicitLocOpBuilder &b,
   for (int64_t h = 0; h < 2; ++h)
     st.l[h] = updateRunningSum(b, st.l[h], alpha[h], rowSum[h]);
   return alpha;
+}
+
+void gpu_lowering::prefetchScoreReads(ImplicitLocOpBuilder &b,
+                                      ScoreContext &ctx, int64_t numElements) {
+  if (!ctx.prefetch)
+    return;
+  // The columns onlineSoftmaxStep builds, so that the two fold together.
+  for (int64_t i = 0; i < numElements; ++i) {
+    Value c = arith::AddIOp::create(b, ctx.colBase, ctx.laneCol);
+    c = arith::AddIOp::create(b, c, constIdx(b, Layout::column(i)));
+    ctx.prefetched.push_back(
+        ctx.prefetch(b, ctx.rowIdx[Layout::rowHalf(i)], c));
+  }
 }
 
 std::array<Value, 2>

@@ -439,9 +439,10 @@ gpu::GPUFuncOp gpu_lowering::buildSplitKVKernel(OpBuilder &ob, Location loc,
         SmallVector<Value> s = scoreFragments(ib, elem, kRing, st, warpKey0,
                                               qFrag, lane8, laneHalf8, Tw, D);
         RowState rs{{state[0], state[1]}, {state[2], state[3]}};
-        ScoreContext sc = makeScoreContext(
-            ib, spec.mask, spec.scoreMod, qRow, colBase, t2, lq, lk,
-            {batchIdx[0], batchIdx[1]}, args.captures, /*needsMask=*/true);
+        ScoreContext sc =
+            makeScoreContext(ib, spec.mask, spec.scoreMod, qRow, colBase, t2,
+                             lq, lk, {batchIdx[0], batchIdx[1]}, args.captures,
+                             /*needsMask=*/true, spec.indexBound());
         Value needsMask = tileNeedsElementMask(ib, spec.mask, colBase, Tw,
                                                warpQLo, warpQHi, lk, diagOff);
         // Whole for the block's rows is whole for this warp's (the rows the

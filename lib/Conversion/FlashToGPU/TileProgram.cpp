@@ -13,6 +13,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include <cmath>
@@ -308,13 +309,81 @@ Value gpu_lowering::scoreAllowed(ImplicitLocOpBuilder &b, MaskAttr mask,
   return ok;
 }
 
+namespace {
+/// An f32 value equal to an integer expression, and a bound on the
+/// magnitude of the expression and of every partial result in it.
+struct FloatOfIndex {
+  Value value;
+  int64_t bound;
+};
+} // namespace
+
+/// `v` (an integer or index value of the inlined score_mod) evaluated in f32
+/// from the row and column copies, or nothing where an operation or a
+/// partial result's magnitude (2^24 or more) would make that inexact.
+static std::optional<FloatOfIndex> floatOfIndex(ImplicitLocOpBuilder &b,
+                                                Value v, Value row, Value col,
+                                                const IndexFloats &f) {
+  constexpr int64_t kExact = int64_t(1) << 24;
+  if (v == row)
+    return FloatOfIndex{f.row, f.bound};
+  if (v == col)
+    return FloatOfIndex{f.col, f.bound};
+  APInt c;
+  if (matchPattern(v, m_ConstantInt(&c))) {
+    if (c.getSignificantBits() > 25 || std::abs(c.getSExtValue()) >= kExact)
+      return std::nullopt;
+    return FloatOfIndex{constF32(b, double(c.getSExtValue())),
+                        std::abs(c.getSExtValue())};
+  }
+  Operation *op = v.getDefiningOp();
+  if (!op)
+    return std::nullopt;
+  auto operand = [&](unsigned i) {
+    return floatOfIndex(b, op->getOperand(i), row, col, f);
+  };
+  if (isa<arith::IndexCastOp>(op))
+    return operand(0);
+  if (!isa<arith::AddIOp, arith::SubIOp, arith::MulIOp, arith::MinSIOp,
+           arith::MaxSIOp>(op))
+    return std::nullopt;
+  std::optional<FloatOfIndex> x = operand(0), y = operand(1);
+  if (!x || !y)
+    return std::nullopt;
+  FloatOfIndex r;
+  if (isa<arith::AddIOp, arith::SubIOp>(op)) {
+    r.bound = x->bound + y->bound;
+    r.value = isa<arith::AddIOp>(op)
+                  ? arith::AddFOp::create(b, x->value, y->value).getResult()
+                  : arith::SubFOp::create(b, x->value, y->value).getResult();
+  } else if (isa<arith::MulIOp>(op)) {
+    // Products of two indices would overflow the bound; a small multiple
+    // (a constant factor) does not.
+    r.bound = x->bound * y->bound;
+    r.value = arith::MulFOp::create(b, x->value, y->value);
+  } else {
+    r.bound = std::max(x->bound, y->bound);
+    r.value = isa<arith::MinSIOp>(op)
+                  ? arith::MinNumFOp::create(b, x->value, y->value).getResult()
+                  : arith::MaxNumFOp::create(b, x->value, y->value).getResult();
+  }
+  if (r.bound >= kExact)
+    return std::nullopt;
+  return r;
+}
+
 Value gpu_lowering::inlineScoreMod(ImplicitLocOpBuilder &b, Region &scoreMod,
                                    Value score, ArrayRef<Value> batchIdx,
                                    Value row, Value col,
-                                   ArrayRef<Value> captures, Value yielded) {
+                                   ArrayRef<Value> captures, Value yielded,
+                                   const IndexFloats *floats,
+                                   const IRMapping *seed) {
   // A capture's `tensor.extract` becomes a load from its memref (the host
   // side checked that is the only use).
   IRMapping map;
+  if (seed)
+    map = *seed;
+  auto prefetched = [&](Value r) { return seed && seed->contains(r); };
   cloneScoreMod(b, b.getLoc(), scoreMod, map, score, batchIdx, row, col,
                 ValueRange(),
                 [&](OpBuilder &ob, Location, tensor::ExtractOp ex,
@@ -322,14 +391,31 @@ Value gpu_lowering::inlineScoreMod(ImplicitLocOpBuilder &b, Region &scoreMod,
                   return loadCapture(ob, captures, ex, idx);
                 });
   Block &body = scoreMod.front();
+  if (floats)
+    for (Operation &op : body.without_terminator()) {
+      auto conv = dyn_cast<arith::SIToFPOp>(&op);
+      if (!conv || !conv.getType().isF32() || prefetched(conv.getResult()))
+        continue;
+      auto clone =
+          map.lookup(conv.getResult()).getDefiningOp<arith::SIToFPOp>();
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPoint(clone);
+      if (std::optional<FloatOfIndex> x =
+              floatOfIndex(b, clone.getIn(), row, col, *floats)) {
+        clone.replaceAllUsesWith(x->value);
+        clone.erase();
+      }
+    }
   if (!yielded)
     return map.lookup(body.getTerminator()->getOperand(0));
   // Part of the region: what only the rest needed (a mask's predicate) is
   // dropped again, last op first.
   Value result = map.lookup(yielded);
+  // A prefetched clone may serve another inlining of the same score.
   for (Operation &op : llvm::reverse(body.without_terminator()))
     for (Value r : op.getResults())
-      if (Operation *clone = map.lookupOrNull(r).getDefiningOp())
+      if (Operation *clone = map.lookupOrNull(r).getDefiningOp();
+          clone && !prefetched(r))
         if (clone->getResult(0) != result && isOpTriviallyDead(clone))
           clone->erase();
   return result;
@@ -644,19 +730,108 @@ Value gpu_lowering::sinkLog2(ImplicitLocOpBuilder &b, Value sinks,
   return arith::MulFOp::create(b, x, constF32(b, 1.4426950408889634));
 }
 
+/// The ops of `scoreMod` a prefetch clones: each capture read
+/// (`tensor.extract` of a capture argument) whose indices do not depend on
+/// the score, and the ops those indices are computed by.
+static DenseSet<Operation *> prefetchableReads(Region &scoreMod,
+                                               unsigned numIndices) {
+  Block &body = scoreMod.front();
+  DenseSet<Value> fromScore = {body.getArgument(0)};
+  for (Operation &op : body.without_terminator())
+    if (llvm::any_of(op.getOperands(),
+                     [&](Value v) { return fromScore.contains(v); }))
+      fromScore.insert(op.getResults().begin(), op.getResults().end());
+  DenseSet<Operation *> slice;
+  SmallVector<Operation *> work;
+  for (Operation &op : body.without_terminator()) {
+    auto ex = dyn_cast<tensor::ExtractOp>(&op);
+    auto arg = ex ? dyn_cast<BlockArgument>(ex.getTensor()) : BlockArgument();
+    if (!arg || arg.getOwner() != &body || arg.getArgNumber() <= numIndices ||
+        llvm::any_of(ex.getIndices(),
+                     [&](Value v) { return fromScore.contains(v); }))
+      continue;
+    work.push_back(ex);
+  }
+  while (!work.empty()) {
+    Operation *op = work.pop_back_val();
+    if (!slice.insert(op).second)
+      continue;
+    for (Value v : op->getOperands())
+      if (Operation *def = v.getDefiningOp(); def && def->getBlock() == &body)
+        work.push_back(def);
+  }
+  return slice;
+}
+
+namespace {
+/// What IndexFloats of a tile's scores are made from: the f32 copies of a
+/// thread's two (clamped) rows and of the last column, where the lengths
+/// are static and small enough for every index to be an f32.
+struct IndexFloatsAt {
+  Value rows[2];
+  Value lastCol;
+  int64_t bound;
+
+  /// The copies for row half `half` and the unclamped column `c`. A column
+  /// built as base + constant (the fragment's column of a tile) is converted
+  /// as its base, once per tile, plus the constant in f32.
+  IndexFloats at(ImplicitLocOpBuilder &b, int half, Value c) const {
+    Value base = c;
+    double offset = 0;
+    APInt k;
+    if (auto add = c.getDefiningOp<arith::AddIOp>();
+        add && matchPattern(add.getRhs(), m_ConstantInt(&k))) {
+      base = add.getLhs();
+      offset = double(k.getSExtValue());
+    }
+    Value col = toF32(b, base);
+    if (offset != 0)
+      col = arith::AddFOp::create(b, col, constF32(b, offset));
+    col = arith::MinNumFOp::create(b, col, lastCol);
+    return IndexFloats{rows[half], col, bound};
+  }
+
+  static Value toF32(ImplicitLocOpBuilder &b, Value i) {
+    Value narrow = arith::IndexCastOp::create(b, b.getI32Type(), i);
+    return arith::SIToFPOp::create(b, b.getF32Type(), narrow);
+  }
+};
+} // namespace
+
+/// The IndexFloatsAt of lengths statically at most `indexBound` (nothing
+/// when that is unknown, 0, or an index past it, a tile's padding included,
+/// could reach 2^24).
+static std::optional<IndexFloatsAt> indexFloatsAt(ImplicitLocOpBuilder &b,
+                                                  int64_t indexBound,
+                                                  std::array<Value, 2> rows,
+                                                  Value lastCol) {
+  // Columns are built from tile bases below Lk plus a tile's width.
+  constexpr int64_t kPadding = 1024;
+  if (indexBound <= 0 || indexBound + kPadding >= (int64_t(1) << 24))
+    return std::nullopt;
+  IndexFloatsAt f;
+  f.rows[0] = IndexFloatsAt::toF32(b, rows[0]);
+  f.rows[1] = IndexFloatsAt::toF32(b, rows[1]);
+  f.lastCol = IndexFloatsAt::toF32(b, lastCol);
+  f.bound = indexBound + kPadding;
+  return f;
+}
+
 ScoreContext gpu_lowering::makeScoreContext(
     ImplicitLocOpBuilder &b, MaskAttr mask, Region *scoreMod,
     const Value rows[2], Value colBase, Value laneCol, Value lq, Value lk,
-    ArrayRef<Value> batchIdx, ArrayRef<Value> captures, bool needsMask) {
+    ArrayRef<Value> batchIdx, ArrayRef<Value> captures, bool needsMask,
+    int64_t indexBound) {
   return makeScoreContext(b, mask, scoreMod, rows, colBase, laneCol, lq, lk,
-                          {batchIdx, batchIdx}, captures, needsMask);
+                          {batchIdx, batchIdx}, captures, needsMask,
+                          indexBound);
 }
 
 ScoreContext gpu_lowering::makeScoreContext(
     ImplicitLocOpBuilder &b, MaskAttr mask, Region *scoreMod,
     const Value rows[2], Value colBase, Value laneCol, Value lq, Value lk,
     std::array<ArrayRef<Value>, 2> batchIdx, ArrayRef<Value> captures,
-    bool needsMask) {
+    bool needsMask, int64_t indexBound) {
   ScoreContext sc;
   sc.rowIdx[0] = rows[0];
   sc.rowIdx[1] = rows[1];
@@ -674,26 +849,50 @@ ScoreContext gpu_lowering::makeScoreContext(
     Value cr0 = arith::MinSIOp::create(b, rows[0], lastRow);
     Value cr1 = arith::MinSIOp::create(b, rows[1], lastRow);
     SmallVector<Value> bIdx0(batchIdx[0]), bIdx1(batchIdx[1]), caps(captures);
-    sc.scoreMod = [scoreMod, bIdx0, bIdx1, caps, lastCol, r0, cr0,
-                   cr1](ImplicitLocOpBuilder &bb, Value x, Value r, Value c) {
-      bool first = r == r0;
-      Value cc = arith::MinSIOp::create(bb, c, lastCol);
-      return inlineScoreMod(bb, *scoreMod, x, first ? bIdx0 : bIdx1,
-                            first ? cr0 : cr1, cc, caps);
-    };
-    std::optional<IndexMask> im =
-        findIndexMask(*scoreMod, batchIdx[0].size() + 2);
-    if (im && !im->liveIsScore(*scoreMod)) {
-      Value live = im->live;
-      sc.liveScoreMod = [scoreMod, bIdx0, bIdx1, caps, lastCol, r0, cr0, cr1,
-                         live](ImplicitLocOpBuilder &bb, Value x, Value r,
-                               Value c) {
+    // Static lengths bound the indices, so a conversion of them to f32
+    // (ALiBi's distance, a relative position) can be exact f32 arithmetic
+    // on per-tile copies: an I2F per score would take the same unit as
+    // the softmax's ex2, which bounds the kernel.
+    std::optional<IndexFloatsAt> fl =
+        indexFloatsAt(b, indexBound, {cr0, cr1}, lastCol);
+    // The region at one score, yielding `yielded` (null: what it yields).
+    auto inlineAt = [scoreMod, bIdx0, bIdx1, caps, lastCol, r0, cr0, cr1,
+                     fl](Value yielded) {
+      return [=](ImplicitLocOpBuilder &bb, Value x, Value r, Value c,
+                 const IRMapping *seed) {
         bool first = r == r0;
         Value cc = arith::MinSIOp::create(bb, c, lastCol);
+        std::optional<IndexFloats> f;
+        if (fl)
+          f = fl->at(bb, first ? 0 : 1, c);
         return inlineScoreMod(bb, *scoreMod, x, first ? bIdx0 : bIdx1,
-                              first ? cr0 : cr1, cc, caps, live);
+                              first ? cr0 : cr1, cc, caps, yielded,
+                              f ? &*f : nullptr, seed);
       };
-    }
+    };
+    sc.scoreMod = inlineAt(Value());
+    std::optional<IndexMask> im =
+        findIndexMask(*scoreMod, batchIdx[0].size() + 2);
+    if (im && !im->liveIsScore(*scoreMod))
+      sc.liveScoreMod = inlineAt(im->live);
+    DenseSet<Operation *> reads =
+        prefetchableReads(*scoreMod, batchIdx[0].size() + 2);
+    if (!reads.empty())
+      sc.prefetch = [scoreMod, bIdx0, bIdx1, caps, lastCol, r0, cr0, cr1,
+                     reads](ImplicitLocOpBuilder &bb, Value r, Value c) {
+        bool first = r == r0;
+        Value cc = arith::MinSIOp::create(bb, c, lastCol);
+        IRMapping map;
+        // The reads do not depend on the score: any f32 stands in for it.
+        cloneScoreMod(
+            bb, bb.getLoc(), *scoreMod, map, constF32(bb, 0.0),
+            first ? bIdx0 : bIdx1, first ? cr0 : cr1, cc, ValueRange(),
+            [&](OpBuilder &ob, Location, tensor::ExtractOp ex, ValueRange idx) {
+              return loadCapture(ob, caps, ex, idx);
+            },
+            [&](Operation *op) { return reads.contains(op); });
+        return map;
+      };
   }
   return sc;
 }

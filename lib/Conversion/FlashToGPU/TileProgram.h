@@ -30,6 +30,7 @@
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 
 #include <array>
@@ -150,12 +151,26 @@ Value tileNeedsElementMask(ImplicitLocOpBuilder &b, MaskAttr mask, Value colLo,
 Value scoreAllowed(ImplicitLocOpBuilder &b, MaskAttr mask, Value row,
                    Value col, Value lq, Value lk);
 
+/// Exact f32 copies of a score's row and column indices, both in
+/// [0, bound] with bound < 2^24 (every integer there is an f32).
+struct IndexFloats {
+  Value row, col; // f32
+  int64_t bound = 0;
+};
+
 /// The score_mod region applied to one score, with its indices; captures
 /// are the memrefs of the op's captures. With `yielded` (a value of the
-/// region), that value instead of what the region yields.
+/// region), that value instead of what the region yields. With `seed`, the
+/// region values already cloned for this score (a prefetch). With `floats`,
+/// the region's integer-to-float conversions of sums, differences, small
+/// multiples, minima and maxima of the row and column indices are
+/// evaluated in f32 from them, exactly (every partial result stays below
+/// 2^24), instead of converting a 64-bit integer per score.
 Value inlineScoreMod(ImplicitLocOpBuilder &b, Region &scoreMod, Value score,
                      ArrayRef<Value> batchIdx, Value row, Value col,
-                     ArrayRef<Value> captures, Value yielded = Value());
+                     ArrayRef<Value> captures, Value yielded = Value(),
+                     const IndexFloats *floats = nullptr,
+                     const IRMapping *seed = nullptr);
 
 //===-- Masks of the indices alone (IndexMask.h) -------------------------===//
 //
@@ -306,35 +321,52 @@ struct ScoreContext {
   /// Visibility of (row, col); null: everything visible.
   std::function<Value(ImplicitLocOpBuilder &, Value, Value)> allowed;
   /// score_mod on the natural-units score (scale·q·k) at (row, col); null:
-  /// none.
-  std::function<Value(ImplicitLocOpBuilder &, Value, Value, Value)> scoreMod;
+  /// none. `seed` (or null): the region values a prefetch computed for this
+  /// score.
+  using ScoreFn = std::function<Value(ImplicitLocOpBuilder &, Value, Value,
+                                      Value, const IRMapping *seed)>;
+  ScoreFn scoreMod;
   /// Where the score_mod masks by indices alone: the score_mod without its
   /// mask (null: the score itself), and whether the tile's rows see every
   /// key of it under that mask (i1, uniform over the rows the softmax's
   /// shuffles span; null: not classified). maskedSoftmaxStep takes the
   /// mask-free branch with liveScoreMod where indexFull holds.
-  std::function<Value(ImplicitLocOpBuilder &, Value, Value, Value)>
-      liveScoreMod;
+  ScoreFn liveScoreMod;
   Value indexFull;
+  /// The score_mod's capture reads at indices that do not depend on the
+  /// score, and what those indices need, cloned for the score at (row,
+  /// col); null where the region has none. Issued before the tile's QKᵀ is
+  /// waited for, a read's latency hides under the tensor cores' work.
+  std::function<IRMapping(ImplicitLocOpBuilder &, Value, Value)> prefetch;
+  /// Per fragment element, what `prefetch` cloned (empty: none).
+  SmallVector<IRMapping> prefetched;
 };
+
+/// Fills `ctx.prefetched` for the `numElements` accumulator elements of a
+/// thread (nothing where ctx.prefetch is null).
+void prefetchScoreReads(ImplicitLocOpBuilder &b, ScoreContext &ctx,
+                        int64_t numElements);
 
 /// The ScoreContext of a tile whose key columns start at `colBase`, for a
 /// thread owning `rows`: the mask over (lq, lk) and the op's score_mod, whose
 /// indices are clamped into [0, lq) x [0, lk) so that a capture such as a
 /// [Lq, Lk] bias is never read past its end (tail rows and columns are
-/// masked or never stored).
+/// masked or never stored). `indexBound` > 0: a static bound on Lq and Lk
+/// (IndexFloats where it is below 2^24).
 ScoreContext makeScoreContext(ImplicitLocOpBuilder &b, MaskAttr mask,
                               Region *scoreMod, const Value rows[2],
                               Value colBase, Value laneCol, Value lq, Value lk,
                               ArrayRef<Value> batchIdx,
-                              ArrayRef<Value> captures, bool needsMask);
+                              ArrayRef<Value> captures, bool needsMask,
+                              int64_t indexBound = 0);
 /// The same for a thread whose two rows belong to different heads (rows of
 /// several query heads packed into one tile): batch indices per row half.
 ScoreContext makeScoreContext(ImplicitLocOpBuilder &b, MaskAttr mask,
                               Region *scoreMod, const Value rows[2],
                               Value colBase, Value laneCol, Value lq, Value lk,
                               std::array<ArrayRef<Value>, 2> batchIdx,
-                              ArrayRef<Value> captures, bool needsMask);
+                              ArrayRef<Value> captures, bool needsMask,
+                              int64_t indexBound = 0);
 
 /// Turns the raw QKᵀ accumulator values `s` into probabilities p (in place),
 /// updates `st` and returns the per-row rescale factors alpha.

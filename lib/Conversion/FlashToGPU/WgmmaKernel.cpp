@@ -287,7 +287,15 @@ private:
   void release(Value t);
   Value issueQK(Value s);
   void issuePV(SmallVector<Value> &O, ArrayRef<Value> aRegs, Value s);
-  std::array<Value, 2> softmax(Value t, SmallVectorImpl<Value> &sv,
+  /// What the softmax of tile t needs to know about its scores, with the
+  /// score_mod's capture reads issued (cfg.scorePrefetch): built before
+  /// the wait for the tile's QKᵀ.
+  struct TileScores {
+    ScoreContext sc;
+    Value needsMask;
+  };
+  TileScores tileScores(Value t);
+  std::array<Value, 2> softmax(TileScores &ts, SmallVectorImpl<Value> &sv,
                                RowState &st);
   void rescale(SmallVector<Value> &O, std::array<Value, 2> alpha);
   SmallVector<Value> extract(Value acc);
@@ -582,21 +590,30 @@ void WgmmaConsumer::issuePV(SmallVector<Value> &O, ArrayRef<Value> aRegs,
   NVVM::WgmmaGroupSyncAlignedOp::create(b);
 }
 
-/// Softmax of one tile: p (in sv), the new row state, and returns alpha.
-std::array<Value, 2> WgmmaConsumer::softmax(Value t, SmallVectorImpl<Value> &sv,
-                                            RowState &st) {
+WgmmaConsumer::TileScores WgmmaConsumer::tileScores(Value t) {
   Value col0 = idxMul(b, env.keyTile(b, t), BN);
-  Value needsMask = tileNeedsElementMask(b, spec.mask, col0, BN, wgRowLo,
-                                         wgRowHi, env.lk, diagOff);
-  ScoreContext sc = makeScoreContext(
-      b, spec.mask, spec.scoreMod, maskRows, col0, laneCol, env.qLen, env.lk,
-      {rowBatchIdx[0], rowBatchIdx[1]}, env.captures, /*needsMask=*/true);
+  TileScores ts;
+  ts.needsMask = tileNeedsElementMask(b, spec.mask, col0, BN, wgRowLo, wgRowHi,
+                                      env.lk, diagOff);
+  ts.sc = makeScoreContext(b, spec.mask, spec.scoreMod, maskRows, col0, laneCol,
+                           env.qLen, env.lk, {rowBatchIdx[0], rowBatchIdx[1]},
+                           env.captures,
+                           /*needsMask=*/true, spec.indexBound());
   if (env.indexMask)
-    sc.indexFull = classifyScoreTile(b, *spec.scoreMod, *env.indexMask,
-                                     env.batchLo, env.batchHi, wgRowLo, wgRowHi,
-                                     col0, BN, env.qLen, env.lk)
-                       .full;
-  return maskedSoftmaxStep(b, sv, st, spec.scale, needsMask, sc);
+    ts.sc.indexFull = classifyScoreTile(b, *spec.scoreMod, *env.indexMask,
+                                        env.batchLo, env.batchHi, wgRowLo,
+                                        wgRowHi, col0, BN, env.qLen, env.lk)
+                          .full;
+  if (cfg.scorePrefetch)
+    prefetchScoreReads(b, ts.sc, BN / 2);
+  return ts;
+}
+
+/// Softmax of one tile: p (in sv), the new row state, and returns alpha.
+std::array<Value, 2> WgmmaConsumer::softmax(TileScores &ts,
+                                            SmallVectorImpl<Value> &sv,
+                                            RowState &st) {
+  return maskedSoftmaxStep(b, sv, st, spec.scale, ts.needsMask, ts.sc);
 }
 
 void WgmmaConsumer::rescale(SmallVector<Value> &O,
@@ -662,10 +679,11 @@ TileLoopState WgmmaConsumer::runSerial() {
   waitTurn();
   Value acc = issueQK(s);
   passTurn();
+  TileScores ts = tileScores(t);
   NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
   releaseQAfter(t);
   SmallVector<Value> sv = extract(acc);
-  std::array<Value, 2> alpha = softmax(t, sv, next.st);
+  std::array<Value, 2> alpha = softmax(ts, sv, next.st);
   rescale(next.O, alpha);
   issuePV(next.O, packA(b, sv, elem), s);
   NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
@@ -693,11 +711,12 @@ TileLoopState WgmmaConsumer::runDeferredPV() {
     waitTurn();
     Value acc = issueQK(s);
     passTurn();
+    TileScores ts = tileScores(env.tBegin);
     NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
     releaseQAfter(env.tBegin);
     SmallVector<Value> sv = extract(fenceRegisters(b, acc));
     TileLoopState first = init;
-    (void)softmax(env.tBegin, sv, first.st); // O is zero: nothing to rescale
+    (void)softmax(ts, sv, first.st); // O is zero: nothing to rescale
     first.extra = packA(b, sv, elem);
     scf::YieldOp::create(b, first.flatten());
     b.setInsertionPointToStart(pro.elseBlock());
@@ -717,11 +736,12 @@ TileLoopState WgmmaConsumer::runDeferredPV() {
     Value acc = issueQK(s);
     issuePV(next.O, it.state.extra, slotOf(tPrev).first);
     passTurn();
+    TileScores ts = tileScores(t);
     // S_t is complete; PV_{t-1} may still run.
     NVVM::WgmmaWaitGroupSyncOp::create(b, 1);
     releaseQAfter(t);
     SmallVector<Value> sv = extract(fenceRegisters(b, acc));
-    std::array<Value, 2> alpha = softmax(t, sv, next.st);
+    std::array<Value, 2> alpha = softmax(ts, sv, next.st);
     NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
     fenceAll(next.O);
     release(tPrev);
@@ -775,6 +795,7 @@ TileLoopState WgmmaConsumer::runOverlapped() {
   TileLoopState next = it.state;
   Value sCur = it.state.extra[0];
   Value tNext = idxAdd(b, t, one);
+  TileScores ts = tileScores(t);
   Value hasNext =
       arith::CmpIOp::create(b, arith::CmpIPredicate::slt, tNext, env.tEnd);
   auto nextQK = scf::IfOp::create(b, TypeRange{sType}, hasNext, true);
@@ -803,7 +824,7 @@ TileLoopState WgmmaConsumer::runOverlapped() {
     release(arith::SubIOp::create(b, t, one));
   }
   SmallVector<Value> sv = extract(sCur);
-  std::array<Value, 2> alpha = softmax(t, sv, next.st);
+  std::array<Value, 2> alpha = softmax(ts, sv, next.st);
   rescale(next.O, alpha);
   issuePV(next.O, packA(b, sv, elem), slotOf(t).first);
   next.extra = {nextQK.getResult(0)};

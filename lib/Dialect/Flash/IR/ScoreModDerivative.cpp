@@ -124,11 +124,18 @@ private:
 void mlir::flash::cloneScoreMod(OpBuilder &b, Location loc, Region &scoreMod,
                                 IRMapping &map, Value s, ValueRange batch,
                                 Value i, Value j, ValueRange captures,
-                                CaptureReader readCapture) {
+                                CaptureReader readCapture,
+                                function_ref<bool(Operation *)> only) {
   Block &body = scoreMod.front();
   unsigned firstCapture = firstCaptureArg(body, batch.size() + 2);
   mapScoreModArguments(map, body, s, batch, i, j, captures);
   for (Operation &op : body.without_terminator()) {
+    // Ops `map` already holds were cloned ahead (a prefetch).
+    if (op.getNumResults() > 0 &&
+        llvm::all_of(op.getResults(), [&](Value r) { return map.contains(r); }))
+      continue;
+    if (only && !only(&op))
+      continue;
     auto ex = dyn_cast<tensor::ExtractOp>(&op);
     auto arg = ex ? dyn_cast<BlockArgument>(ex.getTensor()) : BlockArgument();
     if (readCapture && arg && arg.getOwner() == &body &&

@@ -1,0 +1,154 @@
+// What a score_mod costs per score in the wgmma kernel.
+//
+// A bias read from a capture at the score's (row, col) is loaded before the
+// tile's QKᵀ is waited for (score-prefetch, on by default), once for the
+// masked and the mask-free branch; score-prefetch=0 reads it where the score
+// is modified.
+// RUN: flash-opt %s -split-input-file -convert-flash-to-gpu | FileCheck %s
+// RUN: flash-opt %s -split-input-file -convert-flash-to-gpu="score-prefetch=0" | FileCheck %s --check-prefix=LATE
+
+// CHECK-LABEL: gpu.module @flash_attention_0
+// CHECK: gpu.func @kernel({{.*}}, %[[BIAS:[a-z0-9]+]]: memref<300x200xbf16>
+// CHECK: nvvm.wgmma.mma_async
+// CHECK: memref.load %[[BIAS]]
+// CHECK: nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK-NOT: memref.load %[[BIAS]]
+// CHECK: scf.if
+// CHECK-NOT: memref.load %[[BIAS]]
+// CHECK: wgmma.mma_async.sync.aligned
+// LATE-LABEL: gpu.module @flash_attention_0
+// LATE: gpu.func @kernel({{.*}}, %[[BIAS:[a-z0-9]+]]: memref<300x200xbf16>
+// LATE: nvvm.wgmma.wait.group.sync.aligned 0
+// LATE: scf.if
+// LATE: memref.load %[[BIAS]]
+func.func @bias(%q: memref<2x300x64xbf16>, %k: memref<2x200x64xbf16>, %v: memref<2x200x64xbf16>,
+                %o: memref<2x300x64xbf16>, %bias: memref<300x200xbf16>) {
+  %qt = bufferization.to_tensor %q restrict : memref<2x300x64xbf16> to tensor<2x300x64xbf16>
+  %kt = bufferization.to_tensor %k restrict : memref<2x200x64xbf16> to tensor<2x200x64xbf16>
+  %vt = bufferization.to_tensor %v restrict : memref<2x200x64xbf16> to tensor<2x200x64xbf16>
+  %ot = bufferization.to_tensor %o restrict writable : memref<2x300x64xbf16> to tensor<2x300x64xbf16>
+  %bt = bufferization.to_tensor %bias restrict : memref<300x200xbf16> to tensor<300x200xbf16>
+  %r = flash.attention ins(%qt, %kt, %vt : tensor<2x300x64xbf16>, tensor<2x200x64xbf16>, tensor<2x200x64xbf16>)
+         outs(%ot : tensor<2x300x64xbf16>) captures(%bt : tensor<300x200xbf16>) scale(0.125)
+         score_mod {
+         ^bb0(%s: f32, %b: index, %i: index, %j: index, %bb: tensor<300x200xbf16>):
+           %x = tensor.extract %bb[%i, %j] : tensor<300x200xbf16>
+           %w = arith.extf %x : bf16 to f32
+           %y = arith.addf %s, %w : f32
+           flash.yield %y : f32
+         } -> tensor<2x300x64xbf16>
+  bufferization.materialize_in_destination %r in restrict writable %o : (tensor<2x300x64xbf16>, memref<2x300x64xbf16>) -> ()
+  return
+}
+
+// -----
+
+// ALiBi's distance with static lengths: the indices' conversions to f32
+// are f32 arithmetic on per-tile copies (an i32 conversion of each row and
+// of the tile's column base), not a 64-bit integer conversion per score.
+// CHECK-LABEL: gpu.module @flash_attention_0
+// CHECK: gpu.func @kernel(
+// CHECK-NOT: arith.sitofp {{.*}} : i64 to f32
+// CHECK: arith.sitofp {{.*}} : i32 to f32
+// CHECK-NOT: arith.sitofp {{.*}} : i64 to f32
+// CHECK: arith.minnumf
+// CHECK-NOT: arith.sitofp {{.*}} : i64 to f32
+// CHECK: gpu.return
+func.func @alibi(%q: memref<2x4x300x64xbf16>, %k: memref<2x4x200x64xbf16>, %v: memref<2x4x200x64xbf16>,
+                 %o: memref<2x4x300x64xbf16>, %slopes: memref<4xf32>) {
+  %qt = bufferization.to_tensor %q restrict : memref<2x4x300x64xbf16> to tensor<2x4x300x64xbf16>
+  %kt = bufferization.to_tensor %k restrict : memref<2x4x200x64xbf16> to tensor<2x4x200x64xbf16>
+  %vt = bufferization.to_tensor %v restrict : memref<2x4x200x64xbf16> to tensor<2x4x200x64xbf16>
+  %ot = bufferization.to_tensor %o restrict writable : memref<2x4x300x64xbf16> to tensor<2x4x300x64xbf16>
+  %st = bufferization.to_tensor %slopes restrict : memref<4xf32> to tensor<4xf32>
+  %r = flash.attention ins(%qt, %kt, %vt : tensor<2x4x300x64xbf16>, tensor<2x4x200x64xbf16>, tensor<2x4x200x64xbf16>)
+         outs(%ot : tensor<2x4x300x64xbf16>) captures(%st : tensor<4xf32>) scale(0.125)
+         score_mod {
+         ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %sl: tensor<4xf32>):
+           %e = tensor.extract %sl[%h] : tensor<4xf32>
+           %d = arith.subi %i, %j : index
+           %di = arith.index_cast %d : index to i64
+           %df = arith.sitofp %di : i64 to f32
+           %a = math.absf %df : f32
+           %p = arith.mulf %e, %a : f32
+           %y = arith.subf %s, %p : f32
+           flash.yield %y : f32
+         } -> tensor<2x4x300x64xbf16>
+  bufferization.materialize_in_destination %r in restrict writable %o : (tensor<2x4x300x64xbf16>, memref<2x4x300x64xbf16>) -> ()
+  return
+}
+
+// -----
+
+// With dynamic lengths nothing bounds the indices: the conversion stays.
+// CHECK-LABEL: gpu.module @flash_attention_0
+// CHECK: gpu.func @kernel(
+// CHECK: arith.sitofp {{.*}} : i64 to f32
+func.func @alibi_dynamic(%q: memref<2x?x64xbf16>, %k: memref<2x?x64xbf16>, %v: memref<2x?x64xbf16>,
+                         %o: memref<2x?x64xbf16>) {
+  %qt = bufferization.to_tensor %q restrict : memref<2x?x64xbf16> to tensor<2x?x64xbf16>
+  %kt = bufferization.to_tensor %k restrict : memref<2x?x64xbf16> to tensor<2x?x64xbf16>
+  %vt = bufferization.to_tensor %v restrict : memref<2x?x64xbf16> to tensor<2x?x64xbf16>
+  %ot = bufferization.to_tensor %o restrict writable : memref<2x?x64xbf16> to tensor<2x?x64xbf16>
+  %r = flash.attention ins(%qt, %kt, %vt : tensor<2x?x64xbf16>, tensor<2x?x64xbf16>, tensor<2x?x64xbf16>)
+         outs(%ot : tensor<2x?x64xbf16>) scale(0.125)
+         score_mod {
+         ^bb0(%s: f32, %b: index, %i: index, %j: index):
+           %d = arith.subi %i, %j : index
+           %di = arith.index_cast %d : index to i64
+           %df = arith.sitofp %di : i64 to f32
+           %a = math.absf %df : f32
+           %y = arith.subf %s, %a : f32
+           flash.yield %y : f32
+         } -> tensor<2x?x64xbf16>
+  bufferization.materialize_in_destination %r in restrict writable %o : (tensor<2x?x64xbf16>, memref<2x?x64xbf16>) -> ()
+  return
+}
+
+// -----
+
+// Soft-capping: with 16-bit operands tanh is the hardware's tanh.approx.f32
+// (one instruction beside the softmax's ex2); with f32 operands the
+// expansion through ex2 and an approximate division.
+// CHECK-LABEL: gpu.module @flash_attention_0
+// CHECK: llvm.inline_asm asm_dialect = att "tanh.approx.f32 $0, $1;", "=f,f"
+// CHECK-NOT: math.tanh
+// CHECK-LABEL: gpu.module @flash_attention_1
+// CHECK-NOT: tanh.approx
+// CHECK: arith.divf {{.*}} fastmath<afn>
+// CHECK-NOT: tanh.approx
+func.func @softcap(%q: memref<2x300x64xbf16>, %k: memref<2x200x64xbf16>, %v: memref<2x200x64xbf16>,
+                   %o: memref<2x300x64xbf16>, %q32: memref<2x300x64xf32>, %k32: memref<2x200x64xf32>,
+                   %v32: memref<2x200x64xf32>, %o32: memref<2x300x64xf32>) {
+  %qt = bufferization.to_tensor %q restrict : memref<2x300x64xbf16> to tensor<2x300x64xbf16>
+  %kt = bufferization.to_tensor %k restrict : memref<2x200x64xbf16> to tensor<2x200x64xbf16>
+  %vt = bufferization.to_tensor %v restrict : memref<2x200x64xbf16> to tensor<2x200x64xbf16>
+  %ot = bufferization.to_tensor %o restrict writable : memref<2x300x64xbf16> to tensor<2x300x64xbf16>
+  %r = flash.attention ins(%qt, %kt, %vt : tensor<2x300x64xbf16>, tensor<2x200x64xbf16>, tensor<2x200x64xbf16>)
+         outs(%ot : tensor<2x300x64xbf16>) scale(0.125)
+         score_mod {
+         ^bb0(%s: f32, %b: index, %i: index, %j: index):
+           %c = arith.constant 30.0 : f32
+           %x = arith.divf %s, %c : f32
+           %t = math.tanh %x : f32
+           %y = arith.mulf %t, %c : f32
+           flash.yield %y : f32
+         } -> tensor<2x300x64xbf16>
+  bufferization.materialize_in_destination %r in restrict writable %o : (tensor<2x300x64xbf16>, memref<2x300x64xbf16>) -> ()
+  %qt2 = bufferization.to_tensor %q32 restrict : memref<2x300x64xf32> to tensor<2x300x64xf32>
+  %kt2 = bufferization.to_tensor %k32 restrict : memref<2x200x64xf32> to tensor<2x200x64xf32>
+  %vt2 = bufferization.to_tensor %v32 restrict : memref<2x200x64xf32> to tensor<2x200x64xf32>
+  %ot2 = bufferization.to_tensor %o32 restrict writable : memref<2x300x64xf32> to tensor<2x300x64xf32>
+  %r2 = flash.attention ins(%qt2, %kt2, %vt2 : tensor<2x300x64xf32>, tensor<2x200x64xf32>, tensor<2x200x64xf32>)
+         outs(%ot2 : tensor<2x300x64xf32>) scale(0.125)
+         score_mod {
+         ^bb0(%s: f32, %b: index, %i: index, %j: index):
+           %c = arith.constant 30.0 : f32
+           %t = math.tanh %s : f32
+           %y = arith.mulf %t, %c : f32
+           %n = arith.divf %y, %s : f32
+           flash.yield %n : f32
+         } -> tensor<2x300x64xf32>
+  bufferization.materialize_in_destination %r2 in restrict writable %o32 : (tensor<2x300x64xf32>, memref<2x300x64xf32>) -> ()
+  return
+}
