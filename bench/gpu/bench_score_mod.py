@@ -16,8 +16,13 @@ Kernel time from torch.profiler (the attention kernel forward, every kernel of t
 backward), call time CUDA events around one call. TFLOP/s counts the forward's 4·B·H·N²·D
 (2.5 × that backward), halved when causal.
 
-Here (compiler, no GPU):  python3 bench/gpu/bench_score_mod.py --prebuild DIR
+Here (compiler, no GPU):  python3 bench/gpu/bench_score_mod.py --prebuild DIR [--variant ...]
 There (GPU, no LLVM):     FLASH_MLIR_CACHE_DIR=DIR python3 bench/gpu/bench_score_mod.py
+                          [--variant ...] [--forward-only] [--no-flex]
+
+--variant NAME=KEY=VALUE[,KEY=VALUE...] (repeatable) adds a forward row "mod[NAME]" per
+modification: flash_mlir.attention with those kernel options (e.g. dpv=defer_pv=1), to
+prebuild and to run alike; its "ours / ours without mod" is against the default plain call.
 """
 import argparse
 import os
@@ -58,18 +63,21 @@ def _keep(s, b, h, i, j, keep):
     return score.where(keep[i, j], s, -float("inf"))
 
 
-def prebuild(cache):
+def prebuild(cache, variants=(), forward_only=False):
     os.environ["FLASH_MLIR_CACHE_DIR"] = cache
     os.environ.setdefault("CUDA_HOME", "/usr/local/cuda")
     for d, h, causal, n in CASES:
         s = _shape(d, h, n)
         for mod in MODS:
-            for grad in (False, True):
+            for grad in (False,) if forward_only else (False, True):
                 print(d, causal, n, mod, flash_mlir.prebuild(
                     s, s, s, "bf16", causal=causal, grad=grad, **_ours_kw(mod, h, n)))
+            for name, kw in variants:
+                print(d, causal, n, mod, name, flash_mlir.prebuild(
+                    s, s, s, "bf16", causal=causal, **dict(_ours_kw(mod, h, n), **kw)))
 
 
-def run(out_md):
+def run(out_md, variants=(), forward_only=False, with_flex=True):
     import torch
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -109,7 +117,8 @@ def run(out_md):
         with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
             cudnn = {"forward": measure(lambda: plain(q, k, v)),
                      "backward": measure(backward_of(plain, q, k, v, do), kernels="all")}
-        for pas, scale_flops in (("forward", 1.0), ("backward", 2.5)):
+        passes = (("forward", 1.0),) if forward_only else (("forward", 1.0), ("backward", 2.5))
+        for pas, scale_flops in passes:
             flops = scale_flops * fwd_flops
             base = None
             for mod in MODS:
@@ -137,6 +146,8 @@ def run(out_md):
                     ours = measure(backward_of(fn, q, k, v, do), kernels="all")
                 base = base or ours
                 try:
+                    if not with_flex:
+                        raise RuntimeError("not run (--no-flex)")
                     if pas == "forward":
                         fx = measure(lambda fx_fn=fx_fn: fx_fn(q, k, v))
                     else:
@@ -152,6 +163,18 @@ def run(out_md):
                                                 base[0] / ours[0],
                                                 flops / cudnn[pas][0] / 1e6))
                 print(lines[-1], flush=True)
+                if pas != "forward":
+                    continue
+                for name, kw in variants:
+                    vfn = lambda q, k, v, call=call, kw=kw: flash_mlir.attention(
+                        q, k, v, causal=causal, **dict(call, **kw))
+                    vo = measure(lambda vfn=vfn: vfn(q, k, v))
+                    vtf = flops / vo[0] / 1e6
+                    lines.append("| %s | %d | %s | %d×%d×%d | %s[%s] | %.0f | %.0f | %.0f | | "
+                                 "| %.2f | |" % (pas, d, "yes" if causal else "no", b, h, n,
+                                                 mod, name, vo[0], vo[1], vtf,
+                                                 base[0] / vo[0]))
+                    print(lines[-1], flush=True)
     text = "\n".join(lines) + "\n"
     if out_md:
         with open(out_md, "w") as f:
@@ -160,14 +183,18 @@ def run(out_md):
 
 
 def main():
+    from bench_call_cost import parse_variant
     ap = argparse.ArgumentParser()
     ap.add_argument("--prebuild", metavar="DIR")
     ap.add_argument("--md", default=None)
+    ap.add_argument("--variant", action="append", default=[], type=parse_variant)
+    ap.add_argument("--forward-only", action="store_true")
+    ap.add_argument("--no-flex", action="store_true")
     a = ap.parse_args()
     if a.prebuild:
-        prebuild(a.prebuild)
+        prebuild(a.prebuild, a.variant, a.forward_only)
         return
-    run(a.md)
+    run(a.md, a.variant, a.forward_only, not a.no_flex)
 
 
 if __name__ == "__main__":
