@@ -31,8 +31,10 @@
 // SPLIT-LABEL: func.func @decode_gqa
 // SPLIT: func.call @flashRuntimeMultiprocessorCount() : () -> i32
 // SPLIT: %[[MULTI:.*]] = arith.cmpi sgt, %[[SPLITS:.*]], %c1
-// SPLIT: %[[OP:.*]], %{{.*}} = gpu.alloc async [%[[TOK:.*]]] (%{{.*}}, %{{.*}}) : memref<?x?x128xf32>
-// SPLIT: %[[LP:.*]], %{{.*}} = gpu.alloc async [%[[TOK]]] (%{{.*}}, %{{.*}}) : memref<?x?xf32>
+// Both partials are views of one buffer: one allocation and one free.
+// SPLIT: %[[P:.*]], %{{.*}} = gpu.alloc async [%[[TOK:.*]]] (%{{.*}}) : memref<?xi8>
+// SPLIT: memref.view %[[P]][%c0{{.*}}][%{{.*}}, %{{.*}}] : memref<?xi8> to memref<?x?x128xf32>
+// SPLIT: memref.view %[[P]][%{{.*}}][%{{.*}}, %{{.*}}] : memref<?xi8> to memref<?x?xf32>
 // The batch·head axis continues in grid.z past grid.y's 65535, and the
 // kernel ends CTAs past its end (batchHeadBlock).
 // SPLIT: %[[GY:.*]] = arith.minsi %[[BH:.*]], %c65535
@@ -40,8 +42,8 @@
 // SPLIT: gpu.launch_func async [%{{.*}}] @flash_attention_0::@kernel blocks in (%[[SPLITS]], %[[GY]], %[[GZ]]) threads in (%c128{{.*}}, %{{.*}}, %{{.*}}) dynamic_shared_memory_size %c104448_i32
 // SPLIT: scf.if %[[MULTI]]
 // SPLIT: gpu.launch_func async [%{{.*}}] @flash_attention_0::@combine
-// SPLIT: gpu.dealloc async [%[[TOK]]] %[[OP]]
-// SPLIT: gpu.dealloc async [%[[TOK]]] %[[LP]]
+// SPLIT: gpu.dealloc async [%[[TOK]]] %[[P]]
+// SPLIT-NOT: gpu.dealloc
 // SPLIT: gpu.func @kernel(
 // SPLIT: gpu.dynamic_shared_memory
 // SPLIT: memref.view {{.*}} to memref<3x64x136xbf16, #gpu.address_space<workgroup>>

@@ -572,7 +572,8 @@ std::pair<MemRefType, MemRefType> splitPartialTypes(MLIRContext *ctx,
 SmallVector<Type> splitCombineArgTypes(MLIRContext *ctx, int64_t dv, Type out,
                                        Type lse, Type sinks = Type());
 struct SplitPartials {
-  Value out, lse, token;
+  Value out, lse; // views of `buffer`
+  Value buffer, token;
 };
 /// The partials, stream-ordered on the caller's stream (zero-sized unless
 /// `multi`: one split writes the output itself).
