@@ -152,3 +152,39 @@ func.func @softcap(%q: memref<2x300x64xbf16>, %k: memref<2x200x64xbf16>, %v: mem
   bufferization.materialize_in_destination %r2 in restrict writable %o32 : (tensor<2x300x64xf32>, memref<2x300x64xf32>) -> ()
   return
 }
+
+// -----
+
+// ALiBi under a causal mask written as a compare: the mask-free branch of a
+// tile the mask shows whole inlines the region without its select (the
+// index mask's live value), and its conversion is f32 arithmetic too.
+// CHECK-LABEL: gpu.module @flash_attention_0
+// CHECK: gpu.func @kernel(
+// CHECK-NOT: arith.sitofp {{.*}} : i64 to f32
+// CHECK: gpu.return
+func.func @alibi_causal_compare(%q: memref<2x4x300x64xbf16>, %k: memref<2x4x200x64xbf16>, %v: memref<2x4x200x64xbf16>,
+                                %o: memref<2x4x300x64xbf16>, %slopes: memref<4xf32>) {
+  %qt = bufferization.to_tensor %q restrict : memref<2x4x300x64xbf16> to tensor<2x4x300x64xbf16>
+  %kt = bufferization.to_tensor %k restrict : memref<2x4x200x64xbf16> to tensor<2x4x200x64xbf16>
+  %vt = bufferization.to_tensor %v restrict : memref<2x4x200x64xbf16> to tensor<2x4x200x64xbf16>
+  %ot = bufferization.to_tensor %o restrict writable : memref<2x4x300x64xbf16> to tensor<2x4x300x64xbf16>
+  %st = bufferization.to_tensor %slopes restrict : memref<4xf32> to tensor<4xf32>
+  %r = flash.attention ins(%qt, %kt, %vt : tensor<2x4x300x64xbf16>, tensor<2x4x200x64xbf16>, tensor<2x4x200x64xbf16>)
+         outs(%ot : tensor<2x4x300x64xbf16>) captures(%st : tensor<4xf32>) scale(0.125)
+         score_mod {
+         ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %sl: tensor<4xf32>):
+           %e = tensor.extract %sl[%h] : tensor<4xf32>
+           %d = arith.subi %i, %j : index
+           %di = arith.index_cast %d : index to i64
+           %df = arith.sitofp %di : i64 to f32
+           %a = math.absf %df : f32
+           %p = arith.mulf %e, %a : f32
+           %y = arith.subf %s, %p : f32
+           %ok = arith.cmpi sge, %i, %j : index
+           %ninf = arith.constant 0xFF800000 : f32
+           %m = arith.select %ok, %y, %ninf : f32
+           flash.yield %m : f32
+         } -> tensor<2x4x300x64xbf16>
+  bufferization.materialize_in_destination %r in restrict writable %o : (tensor<2x4x300x64xbf16>, memref<2x4x300x64xbf16>) -> ()
+  return
+}

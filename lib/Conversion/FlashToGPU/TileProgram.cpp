@@ -404,6 +404,7 @@ Value gpu_lowering::inlineScoreMod(ImplicitLocOpBuilder &b, Region &scoreMod,
               floatOfIndex(b, clone.getIn(), row, col, *floats)) {
         clone.replaceAllUsesWith(x->value);
         clone.erase();
+        map.map(conv.getResult(), x->value);
       }
     }
   if (!yielded)
