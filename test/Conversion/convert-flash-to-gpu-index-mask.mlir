@@ -28,7 +28,7 @@
 // The whole-tile branch: the bias read, no chunk compare.
 // MMA: scf.if
 // MMA: } else {
-// MMA: memref.load
+// MMA: llvm.inline_asm {{.*}}ld.global.nc.b32
 // MMA-NOT: arith.floordivsi
 // MMA: scf.yield
 // WGMMA-LABEL: gpu.func @kernel(

@@ -3,24 +3,35 @@
 // A bias read from a capture at the score's (row, col) is loaded before the
 // tile's QKᵀ is waited for (score-prefetch, on by default), once for the
 // masked and the mask-free branch; score-prefetch=0 reads it where the score
-// is modified.
+// is modified. A read along the key index is a predicated ld.global.nc at
+// an immediate offset from the row's address (no clamp and no address
+// arithmetic per score); a column past Lk reads nothing.
 // RUN: flash-opt %s -split-input-file -convert-flash-to-gpu | FileCheck %s
 // RUN: flash-opt %s -split-input-file -convert-flash-to-gpu="score-prefetch=0" | FileCheck %s --check-prefix=LATE
+// RUN: env -u CUDA_HOME flash-opt %s -split-input-file --flash-gpu-pipeline="format=isa" | FileCheck %s --check-prefix=PTX
 
 // CHECK-LABEL: gpu.module @flash_attention_0
 // CHECK: gpu.func @kernel({{.*}}, %[[BIAS:[a-z0-9]+]]: memref<300x200xbf16>
 // CHECK: nvvm.wgmma.mma_async
-// CHECK: memref.load %[[BIAS]]
+// CHECK: memref.extract_strided_metadata %[[BIAS]]
+// CHECK: llvm.inline_asm {{.*}}"mov.b16 $0, 0;\0A@$1 ld.global.nc.b16 $0, [$2+0];", "=h,b,l"
+// CHECK: llvm.inline_asm {{.*}}ld.global.nc.b16 $0, [$2+2];"
 // CHECK: nvvm.wgmma.wait.group.sync.aligned 0
-// CHECK-NOT: memref.load %[[BIAS]]
+// CHECK-NOT: ld.global.nc
 // CHECK: scf.if
-// CHECK-NOT: memref.load %[[BIAS]]
+// CHECK-NOT: ld.global.nc
 // CHECK: wgmma.mma_async.sync.aligned
 // LATE-LABEL: gpu.module @flash_attention_0
 // LATE: gpu.func @kernel({{.*}}, %[[BIAS:[a-z0-9]+]]: memref<300x200xbf16>
 // LATE: nvvm.wgmma.wait.group.sync.aligned 0
 // LATE: scf.if
-// LATE: memref.load %[[BIAS]]
+// LATE: llvm.inline_asm {{.*}}ld.global.nc.b16
+// LATE-NOT: memref.load %[[BIAS]]
+// LATE: gpu.return
+// PTX-LABEL: llvm.func @bias(
+// PTX: gpu.binary @flash_attention_0
+// PTX-SAME: @%p{{[0-9]+}} ld.global.nc.b16 %rs{{[0-9]+}}, [%rd{{[0-9]+}}+2];
+// PTX-SAME: @%p{{[0-9]+}} ld.global.nc.b16 %rs{{[0-9]+}}, [%rd{{[0-9]+}}+16];
 func.func @bias(%q: memref<2x300x64xbf16>, %k: memref<2x200x64xbf16>, %v: memref<2x200x64xbf16>,
                 %o: memref<2x300x64xbf16>, %bias: memref<300x200xbf16>) {
   %qt = bufferization.to_tensor %q restrict : memref<2x300x64xbf16> to tensor<2x300x64xbf16>
@@ -186,5 +197,40 @@ func.func @alibi_causal_compare(%q: memref<2x4x300x64xbf16>, %k: memref<2x4x200x
            flash.yield %m : f32
          } -> tensor<2x4x300x64xbf16>
   bufferization.materialize_in_destination %r in restrict writable %o : (tensor<2x4x300x64xbf16>, memref<2x4x300x64xbf16>) -> ()
+  return
+}
+
+// -----
+
+// A boolean mask tensor is a byte per score, read the same way; a read
+// whose last index is not the key (a transposed bias) keeps the clamped
+// element load.
+// CHECK-LABEL: gpu.module @flash_attention_0
+// CHECK: gpu.func @kernel({{.*}}, %[[MASK:[a-z0-9]+]]: memref<300x200xi1>, %[[BT:[a-z0-9]+]]: memref<200x300xf32>
+// CHECK: llvm.inline_asm {{.*}}ld.global.nc.u8 $0, [$2+1];", "=h,b,l"
+// CHECK: arith.trunci {{.*}} : i16 to i1
+// CHECK: memref.load %[[BT]]
+// CHECK-NOT: memref.load %[[MASK]]
+// CHECK: gpu.return
+func.func @mask_and_transposed(%q: memref<2x300x64xbf16>, %k: memref<2x200x64xbf16>, %v: memref<2x200x64xbf16>,
+                               %o: memref<2x300x64xbf16>, %mask: memref<300x200xi1>, %bias: memref<200x300xf32>) {
+  %qt = bufferization.to_tensor %q restrict : memref<2x300x64xbf16> to tensor<2x300x64xbf16>
+  %kt = bufferization.to_tensor %k restrict : memref<2x200x64xbf16> to tensor<2x200x64xbf16>
+  %vt = bufferization.to_tensor %v restrict : memref<2x200x64xbf16> to tensor<2x200x64xbf16>
+  %ot = bufferization.to_tensor %o restrict writable : memref<2x300x64xbf16> to tensor<2x300x64xbf16>
+  %mt = bufferization.to_tensor %mask restrict : memref<300x200xi1> to tensor<300x200xi1>
+  %bt = bufferization.to_tensor %bias restrict : memref<200x300xf32> to tensor<200x300xf32>
+  %r = flash.attention ins(%qt, %kt, %vt : tensor<2x300x64xbf16>, tensor<2x200x64xbf16>, tensor<2x200x64xbf16>)
+         outs(%ot : tensor<2x300x64xbf16>) captures(%mt, %bt : tensor<300x200xi1>, tensor<200x300xf32>) scale(0.125)
+         score_mod {
+         ^bb0(%s: f32, %b: index, %i: index, %j: index, %m: tensor<300x200xi1>, %t: tensor<200x300xf32>):
+           %keep = tensor.extract %m[%i, %j] : tensor<300x200xi1>
+           %w = tensor.extract %t[%j, %i] : tensor<200x300xf32>
+           %y = arith.addf %s, %w : f32
+           %ninf = arith.constant 0xFF800000 : f32
+           %z = arith.select %keep, %y, %ninf : f32
+           flash.yield %z : f32
+         } -> tensor<2x300x64xbf16>
+  bufferization.materialize_in_destination %r in restrict writable %o : (tensor<2x300x64xbf16>, memref<2x300x64xbf16>) -> ()
   return
 }

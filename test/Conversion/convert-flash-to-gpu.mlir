@@ -46,7 +46,8 @@ func.func @causal_gqa(%q: memref<2x4x100x64xbf16>, %k: memref<2x2x70x64xbf16>,
 // CHECK-SAME: %{{.*}} : memref<?x?xf32>)
 // CHECK: gpu.func @kernel({{.*}}, %[[BIAS:[a-z0-9]+]]: memref<?x?xf32>) kernel
 // CHECK-COUNT-8: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 64, k = 16>, D[<f32>, {{.*}}], A[<f16>
-// CHECK: memref.load %[[BIAS]]
+// CHECK: memref.extract_strided_metadata %[[BIAS]]
+// CHECK: llvm.inline_asm {{.*}}ld.global.nc.b32
 // CHECK: llvm.nvvm.lg2.approx.f
 func.func @bias_lse(%q: memref<3x?x128xf16>, %k: memref<3x?x128xf16>, %v: memref<3x?x64xf16>,
                     %o: memref<3x?x64xf16>, %lse: memref<3x?xf32>, %bias: memref<?x?xf32>) {

@@ -312,8 +312,6 @@ Value tmaDescriptor(ImplicitLocOpBuilder &b, Value m3, int64_t rows,
 /// the tensor's. Sizes dynamic.
 std::pair<Value, Value> tensorsOrStandIns(ImplicitLocOpBuilder &b, Value rows,
                                           Value standIn, Value a, Value b3);
-/// A memref's data as a device pointer (!llvm.ptr).
-Value dataPointer(ImplicitLocOpBuilder &b, Value m);
 
 //===-- MemrefLaunch.cpp: host side of the memref-argument kernels ---------===//
 

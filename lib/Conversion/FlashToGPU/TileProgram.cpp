@@ -377,19 +377,19 @@ Value gpu_lowering::inlineScoreMod(ImplicitLocOpBuilder &b, Region &scoreMod,
                                    Value row, Value col,
                                    ArrayRef<Value> captures, Value yielded,
                                    const IndexFloats *floats,
-                                   const IRMapping *seed) {
+                                   const IRMapping *seed,
+                                   const KeyColumn *key) {
   // A capture's `tensor.extract` becomes a load from its memref (the host
   // side checked that is the only use).
   IRMapping map;
   if (seed)
     map = *seed;
   auto prefetched = [&](Value r) { return seed && seed->contains(r); };
-  cloneScoreMod(b, b.getLoc(), scoreMod, map, score, batchIdx, row, col,
-                ValueRange(),
-                [&](OpBuilder &ob, Location, tensor::ExtractOp ex,
-                    ValueRange idx) {
-                  return loadCapture(ob, captures, ex, idx);
-                });
+  cloneScoreMod(
+      b, b.getLoc(), scoreMod, map, score, batchIdx, row, col, ValueRange(),
+      [&](OpBuilder &ob, Location, tensor::ExtractOp ex, ValueRange idx) {
+        return loadCapture(ob, captures, ex, idx, key);
+      });
   Block &body = scoreMod.front();
   if (floats)
     for (Operation &op : body.without_terminator()) {
@@ -624,14 +624,125 @@ std::pair<Value, Value> gpu_lowering::splitShare(ImplicitLocOpBuilder &b,
   return {begin, end};
 }
 
+Value gpu_lowering::dataPointer(ImplicitLocOpBuilder &b, Value m) {
+  Value p = memref::ExtractAlignedPointerAsIndexOp::create(b, m);
+  return LLVM::IntToPtrOp::create(b, LLVM::LLVMPointerType::get(b.getContext()),
+                                  toI64(b, p));
+}
+
+/// `mem` at (indices[0..n-1], key.col), or 0 where key.col >= key.lk: a
+/// predicated ld.global.nc at an immediate offset from the row's address
+/// (null where the element type has no such load). The column is taken as
+/// the fragment builds it, a per-tile base plus a constant, so that the row
+/// address and the predicate's bound are per tile and each score pays the
+/// load alone.
+static Value loadAlongKeys(ImplicitLocOpBuilder &b, Value mem,
+                           ValueRange indices, const KeyColumn &key) {
+  auto type = cast<MemRefType>(mem.getType());
+  Type elt = type.getElementType();
+  if (!elt.isIntOrFloat())
+    return Value();
+  unsigned bits = elt.getIntOrFloatBitWidth();
+  // (PTX load type, register constraint, register width); i1 is a byte.
+  const char *ptxType, *constraint;
+  unsigned regBits;
+  switch (bits) {
+  case 1:
+  case 8:
+    ptxType = "u8", constraint = "=h", regBits = 16;
+    break;
+  case 16:
+    ptxType = "b16", constraint = "=h", regBits = 16;
+    break;
+  case 32:
+    ptxType = "b32", constraint = "=r", regBits = 32;
+    break;
+  case 64:
+    ptxType = "b64", constraint = "=l", regBits = 64;
+    break;
+  default:
+    return Value();
+  }
+  int64_t bytes = std::max<int64_t>(1, bits / 8);
+  SmallVector<int64_t> staticStrides;
+  int64_t staticOffset;
+  if (failed(type.getStridesAndOffset(staticStrides, staticOffset)))
+    return Value();
+  int64_t rank = type.getRank();
+  auto meta = memref::ExtractStridedMetadataOp::create(b, mem);
+  Value row = meta.getOffset();
+  for (int64_t d = 0; d + 1 < rank; ++d)
+    row = arith::AddIOp::create(
+        b, row, arith::MulIOp::create(b, indices[d], meta.getStrides()[d]));
+  // The column as base + k; k goes into the instruction where the stride
+  // along the keys is static.
+  Value colBase = key.col;
+  int64_t k = 0;
+  APInt c;
+  if (auto add = key.col.getDefiningOp<arith::AddIOp>();
+      add && matchPattern(add.getRhs(), m_ConstantInt(&c))) {
+    colBase = add.getLhs();
+    k = c.getSExtValue();
+  }
+  int64_t keyStride = staticStrides[rank - 1];
+  int64_t immediate = 0;
+  if (ShapedType::isDynamic(keyStride)) {
+    colBase = key.col;
+    k = 0;
+    row = arith::AddIOp::create(
+        b, row, arith::MulIOp::create(b, colBase, meta.getStrides()[rank - 1]));
+  } else {
+    row = arith::AddIOp::create(
+        b, row, arith::MulIOp::create(b, colBase, constIdx(b, keyStride)));
+    immediate = k * keyStride * bytes;
+  }
+  auto global = LLVM::LLVMPointerType::get(b.getContext(), 1);
+  Value base = LLVM::AddrSpaceCastOp::create(b, global, dataPointer(b, mem));
+  Value rowPtr = LLVM::GEPOp::create(
+      b, global, b.getI8Type(), base,
+      ValueRange{toI64(b, arith::MulIOp::create(b, row, constIdx(b, bytes)))});
+  // column < lk  <=>  k < lk - base, in 32 bits (clamped: a tile's base
+  // is never far past lk, lk itself may be).
+  Value room = arith::SubIOp::create(b, key.lk, colBase);
+  room = arith::MinSIOp::create(b, room, constIdx(b, int64_t(1) << 30));
+  Value inKeys = arith::CmpIOp::create(b, arith::CmpIPredicate::sgt,
+                                       toI32(b, room), constI32(b, k));
+  std::string asmText =
+      (Twine("mov.b") + Twine(regBits) + " $0, 0;\n@$1 ld.global.nc." +
+       ptxType + " $0, [$2+" + Twine(immediate) + "];")
+          .str();
+  Type regType = b.getIntegerType(regBits);
+  Value x =
+      LLVM::InlineAsmOp::create(
+          b, regType, ValueRange{inKeys, rowPtr}, asmText,
+          (Twine(constraint) + ",b,l").str(), /*has_side_effects=*/false,
+          /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
+          LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
+          ArrayAttr())
+          .getResult(0);
+  if (bits < regBits)
+    x = arith::TruncIOp::create(b, b.getIntegerType(bits), x);
+  if (x.getType() != elt)
+    x = arith::BitcastOp::create(b, elt, x);
+  return x;
+}
+
 Value gpu_lowering::loadCapture(OpBuilder &b, ArrayRef<Value> captures,
-                                tensor::ExtractOp read, ValueRange indices) {
+                                tensor::ExtractOp read, ValueRange indices,
+                                const KeyColumn *key) {
   auto arg = cast<BlockArgument>(read.getTensor());
   Block *body = arg.getOwner();
-  // The captures are the region's last arguments.
+  // The captures are the region's last arguments; the key index is the
+  // one before them.
   unsigned first = body->getNumArguments() - captures.size();
-  return memref::LoadOp::create(b, read.getLoc(),
-                                captures[arg.getArgNumber() - first], indices);
+  Value mem = captures[arg.getArgNumber() - first];
+  if (key && !read.getIndices().empty() &&
+      read.getIndices().back() == body->getArgument(first - 1)) {
+    ImplicitLocOpBuilder ib(read.getLoc(), b);
+    if (Value x = loadAlongKeys(ib, mem, indices, *key))
+      return x;
+  }
+  return memref::LoadOp::create(b, read.getLoc(), mem, indices);
 }
 
 Value gpu_lowering::collapseBatchDims(ImplicitLocOpBuilder &b, Value m,
@@ -857,7 +968,7 @@ ScoreContext gpu_lowering::makeScoreContext(
     std::optional<IndexFloatsAt> fl =
         indexFloatsAt(b, indexBound, {cr0, cr1}, lastCol);
     // The region at one score, yielding `yielded` (null: what it yields).
-    auto inlineAt = [scoreMod, bIdx0, bIdx1, caps, lastCol, r0, cr0, cr1,
+    auto inlineAt = [scoreMod, bIdx0, bIdx1, caps, lastCol, lk, r0, cr0, cr1,
                      fl](Value yielded) {
       return [=](ImplicitLocOpBuilder &bb, Value x, Value r, Value c,
                  const IRMapping *seed) {
@@ -866,9 +977,10 @@ ScoreContext gpu_lowering::makeScoreContext(
         std::optional<IndexFloats> f;
         if (fl)
           f = fl->at(bb, first ? 0 : 1, c);
+        KeyColumn key{c, lk};
         return inlineScoreMod(bb, *scoreMod, x, first ? bIdx0 : bIdx1,
                               first ? cr0 : cr1, cc, caps, yielded,
-                              f ? &*f : nullptr, seed);
+                              f ? &*f : nullptr, seed, &key);
       };
     };
     sc.scoreMod = inlineAt(Value());
@@ -879,17 +991,18 @@ ScoreContext gpu_lowering::makeScoreContext(
     DenseSet<Operation *> reads =
         prefetchableReads(*scoreMod, batchIdx[0].size() + 2);
     if (!reads.empty())
-      sc.prefetch = [scoreMod, bIdx0, bIdx1, caps, lastCol, r0, cr0, cr1,
+      sc.prefetch = [scoreMod, bIdx0, bIdx1, caps, lastCol, lk, r0, cr0, cr1,
                      reads](ImplicitLocOpBuilder &bb, Value r, Value c) {
         bool first = r == r0;
         Value cc = arith::MinSIOp::create(bb, c, lastCol);
+        KeyColumn key{c, lk};
         IRMapping map;
         // The reads do not depend on the score: any f32 stands in for it.
         cloneScoreMod(
             bb, bb.getLoc(), *scoreMod, map, constF32(bb, 0.0),
             first ? bIdx0 : bIdx1, first ? cr0 : cr1, cc, ValueRange(),
             [&](OpBuilder &ob, Location, tensor::ExtractOp ex, ValueRange idx) {
-              return loadCapture(ob, caps, ex, idx);
+              return loadCapture(ob, caps, ex, idx, &key);
             },
             [&](Operation *op) { return reads.contains(op); });
         return map;

@@ -46,6 +46,8 @@ Value constIdx(ImplicitLocOpBuilder &b, int64_t v);
 Value constF32(ImplicitLocOpBuilder &b, double v);
 Value toI32(ImplicitLocOpBuilder &b, Value index);
 Value toI64(ImplicitLocOpBuilder &b, Value index);
+/// A memref's aligned data pointer (!llvm.ptr; its offset not applied).
+Value dataPointer(ImplicitLocOpBuilder &b, Value m);
 /// A float of any width to the f32 the kernels compute in, and back: the
 /// accumulators are f32 whatever the operands' and the output's types.
 Value toF32(ImplicitLocOpBuilder &b, Value x);
@@ -158,6 +160,12 @@ struct IndexFloats {
   int64_t bound = 0;
 };
 
+/// A score's key column before the clamp into [0, lk) that the score_mod
+/// sees, and the key length.
+struct KeyColumn {
+  Value col, lk; // index
+};
+
 /// The score_mod region applied to one score, with its indices; captures
 /// are the memrefs of the op's captures. With `yielded` (a value of the
 /// region), that value instead of what the region yields. With `seed`, the
@@ -165,12 +173,14 @@ struct IndexFloats {
 /// the region's integer-to-float conversions of sums, differences, small
 /// multiples, minima and maxima of the row and column indices are
 /// evaluated in f32 from them, exactly (every partial result stays below
-/// 2^24), instead of converting a 64-bit integer per score.
+/// 2^24), instead of converting a 64-bit integer per score. With `key`,
+/// capture reads along the key index are predicated loads (loadCapture).
 Value inlineScoreMod(ImplicitLocOpBuilder &b, Region &scoreMod, Value score,
                      ArrayRef<Value> batchIdx, Value row, Value col,
                      ArrayRef<Value> captures, Value yielded = Value(),
                      const IndexFloats *floats = nullptr,
-                     const IRMapping *seed = nullptr);
+                     const IRMapping *seed = nullptr,
+                     const KeyColumn *key = nullptr);
 
 //===-- Masks of the indices alone (IndexMask.h) -------------------------===//
 //
@@ -233,9 +243,15 @@ std::pair<Value, Value> splitShare(ImplicitLocOpBuilder &b, Value stepBegin,
                                    Value tilesPerSplit, bool divideVisible);
 
 /// The element a score_mod's `read` of a capture takes, from the capture's
-/// memref (`captures`: the op's, in order) at `indices` (mapped).
+/// memref (`captures`: the op's, in order) at `indices` (mapped). With
+/// `key`, a read whose last index is the key index (a bias or a mask
+/// tensor's row) loads at the unclamped column, predicated on it being a
+/// key: an address per row and tile and an immediate offset per column,
+/// where a clamped column costs a min and 64-bit address arithmetic per
+/// score. A column past Lk reads 0, which only masked scores see.
 Value loadCapture(OpBuilder &b, ArrayRef<Value> captures,
-                  tensor::ExtractOp read, ValueRange indices);
+                  tensor::ExtractOp read, ValueRange indices,
+                  const KeyColumn *key = nullptr);
 
 /// [b..., rest...] -> [prod(b), rest...] ([1, rest...] without batch dims).
 Value collapseBatchDims(ImplicitLocOpBuilder &b, Value m, int64_t nb);

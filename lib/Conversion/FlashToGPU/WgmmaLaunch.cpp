@@ -90,12 +90,6 @@ std::pair<Value, Value> gpu_lowering::tensorsOrStandIns(ImplicitLocOpBuilder &b,
           arith::SelectOp::create(b, none, s, dynamicSizes(b, b3))};
 }
 
-Value gpu_lowering::dataPointer(ImplicitLocOpBuilder &b, Value m) {
-  Value p = memref::ExtractAlignedPointerAsIndexOp::create(b, m);
-  return LLVM::IntToPtrOp::create(b, LLVM::LLVMPointerType::get(b.getContext()),
-                                  toI64(b, p));
-}
-
 /// Any head dim up to 256 (the largest wgmma N for PV) whose rows are whole
 /// 16-byte units, as TMA's strides must be: the tiles are rounded up to
 /// 64-column panels and TMA fills the columns past D with zeros
