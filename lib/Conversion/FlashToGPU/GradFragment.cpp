@@ -75,9 +75,10 @@ GradFragment::Element GradFragment::element(ImplicitLocOpBuilder &b, Value s,
                          .getResult()
                    : key;
   ArrayRef<Value> captures = mod->captures;
+  KeyColumn keyCol{key, lk};
   auto read = [&](OpBuilder &ob, Location, tensor::ExtractOp ex,
                   ValueRange idx) {
-    return loadCapture(ob, captures, ex, idx);
+    return loadCapture(ob, captures, ex, idx, &keyCol);
   };
   Value t = arith::MulFOp::create(b, s, constF32(b, cfg.scale));
   FailureOr<ScoreModGradient> g = buildScoreModGradient(
