@@ -122,6 +122,20 @@ int64_t gpu_lowering::pagedBoxRows(const KernelConfig &cfg,
   return std::gcd(cfg.blockN, spec.pageSize);
 }
 
+/// Bytes per score of the score_mod's capture reads whose indices involve
+/// the key (a bias, a mask tensor): what a prefetched tile holds in
+/// registers per score. 0 without such reads (soft-capping; ALiBi's slope
+/// is read per head).
+static int64_t perScoreReadBytes(Region &scoreMod, int64_t numIndices) {
+  DenseSet<Value> fromKey = scoreModSlice(scoreMod, numIndices);
+  int64_t bytes = 0;
+  for (Operation &op : scoreMod.front().without_terminator())
+    if (tensor::ExtractOp ex = captureRead(&op, numIndices);
+        ex && fromKey.contains(ex.getResult()))
+      bytes += std::max<int64_t>(1, ex.getType().getIntOrFloatBitWidth() / 8);
+  return bytes;
+}
+
 /// Whether a prefill's query blocks are short enough for the persistent grid
 /// to pay: its gain is the next item's Q and first K/V tiles loading under
 /// this item's last tiles and epilogue, which matters as much as the key
@@ -132,27 +146,6 @@ int64_t gpu_lowering::pagedBoxRows(const KernelConfig &cfg,
 /// overlap needs CTAs that walk two items or more (a grid of fewer items
 /// than twice the resident CTAs is the one-CTA-per-item grid again, plus
 /// its work counter).
-/// Bytes per score of the score_mod's capture reads whose indices involve
-/// the key (a bias, a mask tensor): what a prefetched tile holds in
-/// registers per score. 0 without such reads (soft-capping; ALiBi's slope
-/// is read per head).
-static int64_t perScoreReadBytes(Region &scoreMod, int64_t numIndices) {
-  Block &body = scoreMod.front();
-  DenseSet<Value> fromKey = {body.getArgument(numIndices)};
-  int64_t bytes = 0;
-  for (Operation &op : body.without_terminator()) {
-    if (llvm::none_of(op.getOperands(),
-                      [&](Value v) { return fromKey.contains(v); }))
-      continue;
-    fromKey.insert(op.getResults().begin(), op.getResults().end());
-    auto ex = dyn_cast<tensor::ExtractOp>(&op);
-    auto arg = ex ? dyn_cast<BlockArgument>(ex.getTensor()) : BlockArgument();
-    if (arg && arg.getOwner() == &body && arg.getArgNumber() > numIndices)
-      bytes += std::max<int64_t>(1, ex.getType().getIntOrFloatBitWidth() / 8);
-  }
-  return bytes;
-}
-
 static bool persistentPays(const KernelSpec &spec, const KernelConfig &cfg,
                            const ChipInfo &chip) {
   constexpr int64_t kMaxMeanKeys = 1024;

@@ -848,19 +848,13 @@ Value gpu_lowering::sinkLog2(ImplicitLocOpBuilder &b, Value sinks,
 static DenseSet<Operation *> prefetchableReads(Region &scoreMod,
                                                unsigned numIndices) {
   Block &body = scoreMod.front();
-  DenseSet<Value> fromScore = {body.getArgument(0)};
-  for (Operation &op : body.without_terminator())
-    if (llvm::any_of(op.getOperands(),
-                     [&](Value v) { return fromScore.contains(v); }))
-      fromScore.insert(op.getResults().begin(), op.getResults().end());
+  DenseSet<Value> fromScore = scoreModSlice(scoreMod, 0);
   DenseSet<Operation *> slice;
   SmallVector<Operation *> work;
   for (Operation &op : body.without_terminator()) {
-    auto ex = dyn_cast<tensor::ExtractOp>(&op);
-    auto arg = ex ? dyn_cast<BlockArgument>(ex.getTensor()) : BlockArgument();
-    if (!arg || arg.getOwner() != &body || arg.getArgNumber() <= numIndices ||
-        llvm::any_of(ex.getIndices(),
-                     [&](Value v) { return fromScore.contains(v); }))
+    tensor::ExtractOp ex = captureRead(&op, numIndices);
+    if (!ex || llvm::any_of(ex.getIndices(),
+                            [&](Value v) { return fromScore.contains(v); }))
       continue;
     work.push_back(ex);
   }
@@ -965,8 +959,11 @@ ScoreContext gpu_lowering::makeScoreContext(
     // (ALiBi's distance, a relative position) can be exact f32 arithmetic
     // on per-tile copies: an I2F per score would take the same unit as
     // the softmax's ex2, which bounds the kernel.
-    std::optional<IndexFloatsAt> fl =
-        indexFloatsAt(b, indexBound, {cr0, cr1}, lastCol);
+    // (Only where the region converts an integer to f32 at all.)
+    std::optional<IndexFloatsAt> fl;
+    if (llvm::any_of(scoreMod->front().without_terminator(),
+                     [](Operation &op) { return isa<arith::SIToFPOp>(op); }))
+      fl = indexFloatsAt(b, indexBound, {cr0, cr1}, lastCol);
     // The region at one score, yielding `yielded` (null: what it yields).
     auto inlineAt = [scoreMod, bIdx0, bIdx1, caps, lastCol, lk, r0, cr0, cr1,
                      fl](Value yielded) {

@@ -121,13 +121,31 @@ private:
 };
 } // namespace
 
+tensor::ExtractOp mlir::flash::captureRead(Operation *op, unsigned numIndices) {
+  auto ex = dyn_cast<tensor::ExtractOp>(op);
+  auto arg = ex ? dyn_cast<BlockArgument>(ex.getTensor()) : BlockArgument();
+  if (!arg || arg.getOwner() != op->getBlock() ||
+      arg.getArgNumber() < firstCaptureArg(*op->getBlock(), numIndices))
+    return nullptr;
+  return ex;
+}
+
+DenseSet<Value> mlir::flash::scoreModSlice(Region &scoreMod, unsigned argNo) {
+  Block &body = scoreMod.front();
+  DenseSet<Value> slice = {body.getArgument(argNo)};
+  for (Operation &op : body.without_terminator())
+    if (llvm::any_of(op.getOperands(),
+                     [&](Value v) { return slice.contains(v); }))
+      slice.insert(op.getResults().begin(), op.getResults().end());
+  return slice;
+}
+
 void mlir::flash::cloneScoreMod(OpBuilder &b, Location loc, Region &scoreMod,
                                 IRMapping &map, Value s, ValueRange batch,
                                 Value i, Value j, ValueRange captures,
                                 CaptureReader readCapture,
                                 function_ref<bool(Operation *)> only) {
   Block &body = scoreMod.front();
-  unsigned firstCapture = firstCaptureArg(body, batch.size() + 2);
   mapScoreModArguments(map, body, s, batch, i, j, captures);
   for (Operation &op : body.without_terminator()) {
     // Ops `map` already holds were cloned ahead (a prefetch).
@@ -136,10 +154,8 @@ void mlir::flash::cloneScoreMod(OpBuilder &b, Location loc, Region &scoreMod,
       continue;
     if (only && !only(&op))
       continue;
-    auto ex = dyn_cast<tensor::ExtractOp>(&op);
-    auto arg = ex ? dyn_cast<BlockArgument>(ex.getTensor()) : BlockArgument();
-    if (readCapture && arg && arg.getOwner() == &body &&
-        arg.getArgNumber() >= firstCapture) {
+    tensor::ExtractOp ex = captureRead(&op, batch.size() + 2);
+    if (readCapture && ex) {
       SmallVector<Value> idx;
       for (Value v : ex.getIndices())
         idx.push_back(map.lookup(v));

@@ -101,6 +101,13 @@ struct ScoreModGradient {
 /// the region's `tensor.extract` and its indices, already mapped.
 using CaptureReader =
     function_ref<Value(OpBuilder &, Location, tensor::ExtractOp, ValueRange)>;
+/// `op` as a read of one of a score_mod's captures: a `tensor.extract` of
+/// a block argument past the score and its `numIndices` indices (null
+/// otherwise).
+tensor::ExtractOp captureRead(Operation *op, unsigned numIndices);
+/// The values of `scoreMod`'s block computed from its argument `argNo` (it
+/// included): the score's slice (argument 0) or an index's.
+DenseSet<Value> scoreModSlice(Region &scoreMod, unsigned argNo);
 /// Clones the ops of `scoreMod`'s block (not its terminator) at the
 /// builder's insertion point for score `s` at (batch..., i, j), recording
 /// the clones in `map`: its captures are `captures`, or with `readCapture`
