@@ -238,8 +238,10 @@ struct ConvertFlashToGPUPass
       return signalPassFailure();
 
     module.walk([](gpu::GPUModuleOp gmod) {
-      if (gmod.getName().starts_with("flash_attention_"))
+      if (gmod.getName().starts_with("flash_attention_")) {
         approximateKernelMath(gmod);
+        contractKernelMath(gmod);
+      }
     });
 
     // The result already lives in its destination: drop the copy into it and

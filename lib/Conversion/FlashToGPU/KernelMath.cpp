@@ -93,3 +93,56 @@ void gpu_lowering::approximateKernelMath(gpu::GPUModuleOp module) {
     t.erase();
   }
 }
+
+/// The f32 constant `x` is multiplied by in `mul` (the other operand into
+/// `other`), or nothing.
+static std::optional<double> constantFactor(arith::MulFOp mul, Value &other) {
+  for (int i = 0; i < 2; ++i) {
+    FloatAttr c;
+    if (matchPattern(mul->getOperand(i), m_Constant(&c))) {
+      other = mul->getOperand(1 - i);
+      return c.getValueAsDouble();
+    }
+  }
+  return std::nullopt;
+}
+
+/// Without `contract`, NVPTX emits mul.rn / add.rn, which ptxas may not
+/// fuse: the softmax's scale-and-subtract (s·c - m), the rescale of the
+/// running sum (l·α + Σp) and a score_mod's affine steps would each be two
+/// instructions on the pipe the softmax shares with every conversion. For
+/// the same reason a product by constants in a row (the scale, a
+/// score_mod's 1/cap and cap, log2(e): soft-capping has all four) is one
+/// multiply by their product. Either rounds once where the pair rounds
+/// twice, well inside the scores' 16-bit (or ex2.approx's) error.
+void gpu_lowering::contractKernelMath(gpu::GPUModuleOp module) {
+  MLIRContext *ctx = module.getContext();
+  SmallVector<arith::MulFOp> muls;
+  module.walk([&](arith::MulFOp m) {
+    if (m.getType().isF32())
+      muls.push_back(m);
+  });
+  // In program order, so that a chain folds into its last product.
+  for (arith::MulFOp outer : muls) {
+    Value x;
+    std::optional<double> c2 = constantFactor(outer, x);
+    auto inner = c2 ? x.getDefiningOp<arith::MulFOp>() : arith::MulFOp();
+    Value y;
+    std::optional<double> c1 =
+        inner && inner->hasOneUse() ? constantFactor(inner, y) : std::nullopt;
+    if (!c1)
+      continue;
+    ImplicitLocOpBuilder b(outer.getLoc(), outer);
+    outer.getLhsMutable().assign(y);
+    outer.getRhsMutable().assign(constF32(b, *c1 * *c2));
+    inner.erase();
+  }
+  module.walk([&](arith::ArithFastMathInterface op) {
+    if (!isa<arith::MulFOp, arith::AddFOp, arith::SubFOp>(op))
+      return;
+    op->setAttr(op.getFastMathAttrName(),
+                arith::FastMathFlagsAttr::get(
+                    ctx, op.getFastMathFlagsAttr().getValue() |
+                             arith::FastMathFlags::contract));
+  });
+}

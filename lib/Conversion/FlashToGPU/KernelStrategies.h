@@ -778,6 +778,9 @@ constexpr llvm::StringLiteral kLowPrecisionOperandsAttr =
     "flash.low_precision_operands";
 /// The kernels' f32 divisions and tanh, approximate (KernelMath.cpp).
 void approximateKernelMath(gpu::GPUModuleOp module);
+/// Lets the kernels' f32 multiplies and adds contract into FMAs
+/// (KernelMath.cpp).
+void contractKernelMath(gpu::GPUModuleOp module);
 
 /// Replaces `op` by the side buffers and the three launches.
 LogicalResult lowerAttentionGrad(RewriterBase &rewriter, AttentionGradOp op,
