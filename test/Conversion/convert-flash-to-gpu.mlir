@@ -38,14 +38,15 @@ func.func @causal_gqa(%q: memref<2x4x100x64xbf16>, %k: memref<2x2x70x64xbf16>,
 // -----
 
 // f16, D = 128 != Dv = 64, dynamic lengths, bias score_mod and LSE. The bias
-// is read per score and prefetched, so the key tile is 64 wide.
+// is read per score along the keys (prefetched, predicated), and the key
+// tile stays 128 wide.
 // CHECK-LABEL: func.func @bias_lse
 // CHECK-SAME: %[[STREAM:[a-z0-9]+]]: !llvm.ptr {flash.stream}
 // CHECK: nvgpu.tma.create.descriptor {{.*}} box[%{{.*}}, %{{.*}}, %{{.*}}] : memref<*xf16>
 // CHECK: gpu.launch_func async
 // CHECK-SAME: %{{.*}} : memref<?x?xf32>)
 // CHECK: gpu.func @kernel({{.*}}, %[[BIAS:[a-z0-9]+]]: memref<?x?xf32>) kernel
-// CHECK-COUNT-8: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 64, k = 16>, D[<f32>, {{.*}}], A[<f16>
+// CHECK-COUNT-8: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 128, k = 16>, D[<f32>, {{.*}}], A[<f16>
 // CHECK: memref.extract_strided_metadata %[[BIAS]]
 // CHECK: llvm.inline_asm {{.*}}ld.global.nc.b32
 // CHECK: llvm.nvvm.lg2.approx.f

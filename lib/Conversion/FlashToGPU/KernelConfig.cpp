@@ -178,8 +178,8 @@ static bool persistentPays(const KernelSpec &spec, const KernelConfig &cfg,
 /// warpgroups (+6-16 % from N = 2k, -5 % at N = 1k, run 13; with a causal
 /// mask it lost up to 20 % below N = 8k). A score_mod keeps the older tiles:
 /// its index arithmetic and capture loads make the 192-row tile (160
-/// registers per thread) spill, and so do a deferred PV and 128-key tiles
-/// beside a prefetched per-score read of 16 bits or more.
+/// registers per thread) spill, and so does a deferred PV beside a
+/// prefetched per-score read at 128 keys.
 KernelConfig gpu_lowering::resolveWgmmaConfig(const GPUKernelOptions &o,
                                               const ChipInfo &chip,
                                               const KernelSpec &spec) {
@@ -228,11 +228,10 @@ KernelConfig gpu_lowering::resolveWgmmaConfig(const GPUKernelOptions &o,
     // 64 measured +1-5 % (D = 256 with a softcap, run 30).
     if (std::max(d, dv) > 128 && scoreMod)
       cfg.blockN = std::min<int64_t>(cfg.blockN, 64);
-    // A prefetched tile of 16-bit or wider reads per score (a bf16 bias)
-    // spills at 128 keys; 64 measured 1.13-1.30x the unprefetched kernel,
-    // while a boolean mask keeps 128 (1.25x; bench/NOTES run 54).
-    if (cfg.scorePrefetch && readBytes >= 2)
-      cfg.blockN = std::min<int64_t>(cfg.blockN, 64);
+    // A prefetched per-score read along the keys (a bias, a mask tensor)
+    // keeps 128 keys: as a predicated load at an immediate offset it holds
+    // no address per score and does not spill there (64 keys measured
+    // 0.91-0.96x of 128 with a bf16 bias; bench/NOTES run 56).
   }
   cfg.ctasPerSM = o.ctasPerSM ? o.ctasPerSM
                               : cfg.consumerWarpgroups == 1 ? 2 : 1;
