@@ -75,10 +75,9 @@ GradFragment::Element GradFragment::element(ImplicitLocOpBuilder &b, Value s,
                          .getResult()
                    : key;
   ArrayRef<Value> captures = mod->captures;
-  KeyColumn keyCol{key, lk};
   auto read = [&](OpBuilder &ob, Location, tensor::ExtractOp ex,
                   ValueRange idx) {
-    return loadCapture(ob, captures, ex, idx, &keyCol);
+    return loadCapture(ob, captures, ex, idx);
   };
   Value t = arith::MulFOp::create(b, s, constF32(b, cfg.scale));
   FailureOr<ScoreModGradient> g = buildScoreModGradient(
