@@ -343,6 +343,16 @@ def prebuild_all(cache_dir):
         print(name, _bias_library(name))
     for name, (qs, ks, vs, bs, dtype, kw) in BIAS_KEYWORD_CASES.items():
         print(name, flash_mlir.prebuild(qs, ks, vs, dtype, bias=(bs, "float32"), **kw))
+    for name, (qs, ks, vs, kw) in MASK_STAGED_CASES.items():
+        for on in (False, True):
+            print(name, on, flash_mlir.prebuild(qs, ks, vs, "bfloat16", score_mod=_keep_fn,
+                                                score_mod_args=[((qs[2], ks[2]), "bool")],
+                                                **_staged_kw(kw, on)))
+    for name, (qs, ks, vs, bs, bias_dtype, kw) in BIAS_STAGED_CASES.items():
+        for on in (False, True):
+            print(name, on, flash_mlir.prebuild(qs, ks, vs, "bfloat16",
+                                                bias=(bs, bias_dtype),
+                                                **_staged_kw(kw, on)))
     for name, (qs, ks, vs, dtype, kw, args) in SCORE_MOD_FN_CASES.items():
         print(name, flash_mlir.prebuild(qs, ks, vs, dtype, score_mod=_score_mod_fn,
                                         score_mod_args=[(sh, dt) for sh, dt, _ in args], **kw))
@@ -363,16 +373,85 @@ BIAS_KEYWORD_CASES = {
 }
 
 
+# A bias read as bias[..., q_idx, kv_idx] whose rows are multiples of 16 bytes: the wgmma
+# kernel stages its tile in shared memory by TMA (stage_captures, on by default), with
+# tail rows (Lq past the last block) and tail keys (Lk past the last tile) zero-filled,
+# a head index from the grid, GQA, and 4-byte elements at 64-key tiles. Bit-identical to
+# the read from global memory (stage_captures=0), and within the SDPA rule of float64.
+BIAS_STAGED_CASES = {
+    "d128-bf16-tails-causal": ((2, 4, 300, 128), (2, 4, 520, 128), (2, 4, 520, 96),
+                               (300, 520), "bfloat16",
+                               dict(causal=True, align="bottom_right")),
+    "d64-bf16-heads-gqa": ((2, 8, 333, 64), (2, 2, 264, 64), (2, 2, 264, 64), (8, 333, 264),
+                           "bfloat16", {}),
+    "d128-f32-bn64": ((1, 4, 200, 128), (1, 4, 392, 128), (1, 4, 392, 128), (4, 200, 392),
+                      "float32", dict(block_n=64)),
+}
+
+
+def _staged_kw(kw, on):
+    return dict(kw, kernel="wgmma", stage_captures=1 if on else 0)
+
+
+@pytest.mark.parametrize("name", list(BIAS_STAGED_CASES))
+def test_staged_bias_matches_global_read_and_sdpa(name):
+    torch = _cuda()
+    qs, ks, vs, bs, bias_dtype, kw = BIAS_STAGED_CASES[name]
+    q, k, v = _inputs(torch, qs, ks, vs, "bfloat16")
+    bias = torch.randn(*bs, device="cuda", dtype=getattr(torch, bias_dtype))
+    staged = flash_mlir.attention(q, k, v, bias=bias, **_staged_kw(kw, True))
+    loaded = flash_mlir.attention(q, k, v, bias=bias, **_staged_kw(kw, False))
+    torch.cuda.synchronize()
+    assert torch.equal(staged, loaded)
+    _check_bias_output(torch, staged, q, k, v, bias.float(), kw)
+
+
+# A boolean [Lq, Lk] mask tensor read as mask[q_idx, kv_idx] (rows a multiple of 16
+# bytes): staged as bytes by the same TMA path; key 0 always kept, so no row is empty.
+MASK_STAGED_CASES = {
+    "d128-mask-tails-causal": ((2, 4, 300, 128), (2, 4, 528, 128), (2, 4, 528, 128),
+                               dict(causal=True, align="bottom_right")),
+    "d64-mask-gqa": ((2, 8, 200, 64), (2, 2, 336, 64), (2, 2, 336, 64), {}),
+}
+
+
+def _keep_fn(s, b, h, i, j, keep):
+    from flash_mlir import score as fs
+    return fs.where(keep[i, j], s, -float("inf"))
+
+
+@pytest.mark.parametrize("name", list(MASK_STAGED_CASES))
+def test_staged_mask_matches_global_read_and_reference(name):
+    torch = _cuda()
+    qs, ks, vs, kw = MASK_STAGED_CASES[name]
+    q, k, v = _inputs(torch, qs, ks, vs, "bfloat16")
+    keep = torch.rand(qs[2], ks[2], device="cuda") < 0.5
+    keep[:, 0] = True
+    staged, loaded = (flash_mlir.attention(q, k, v, score_mod=_keep_fn, score_mod_args=(keep,),
+                                           **_staged_kw(kw, on)) for on in (True, False))
+    torch.cuda.synchronize()
+    assert torch.equal(staged, loaded)
+    bias = torch.zeros(qs[2], ks[2], device="cuda").masked_fill(~keep, float("-inf"))
+    _check_bias_output(torch, staged, q, k, v, bias, kw)
+
+
 @pytest.mark.parametrize("name", list(BIAS_KEYWORD_CASES))
 def test_bias_keyword_matches_sdpa(name):
     torch = _cuda()
-    import numpy as np
-    import torch.nn.functional as F
     qs, ks, vs, bs, dtype, kw = BIAS_KEYWORD_CASES[name]
     q, k, v = _inputs(torch, qs, ks, vs, dtype)
     bias = torch.randn(*bs, device="cuda", dtype=torch.float32)
     out = flash_mlir.attention(q, k, v, bias=bias, **kw)
     torch.cuda.synchronize()
+    _check_bias_output(torch, out, q, k, v, bias, kw)
+
+
+def _check_bias_output(torch, out, q, k, v, bias, kw):
+    """out against float64 with the additive `bias` (f32), at most twice SDPA's error."""
+    import numpy as np
+    import torch.nn.functional as F
+    qs, ks = q.shape, k.shape
+    kw = {key: val for key, val in kw.items() if key in ("causal", "align")}
     bias64 = bias.double().cpu().numpy()
     ref, _ = attention_ref(*(x.double().cpu().numpy() for x in (q, k, v)),
                            score_mod=lambda s, i, j: s + bias64, **kw)

@@ -3,12 +3,14 @@
 // A bias read from a capture at the score's (row, col) is loaded before the
 // tile's QKᵀ is waited for (score-prefetch, on by default), once for the
 // masked and the mask-free branch; score-prefetch=0 reads it where the score
-// is modified. A read along the key index is a predicated ld.global.nc at
-// an immediate offset from the row's address (no clamp and no address
-// arithmetic per score); a column past Lk reads nothing.
-// RUN: flash-opt %s -split-input-file -convert-flash-to-gpu | FileCheck %s
-// RUN: flash-opt %s -split-input-file -convert-flash-to-gpu="score-prefetch=0" | FileCheck %s --check-prefix=LATE
-// RUN: env -u CUDA_HOME flash-opt %s -split-input-file --flash-gpu-pipeline="format=isa" | FileCheck %s --check-prefix=PTX
+// is modified. A read along the key index from global memory
+// (stage-captures=0 here; staged tiles: convert-flash-to-gpu-staged-
+// captures.mlir) is a predicated ld.global.nc at an immediate offset from
+// the row's address (no clamp and no address arithmetic per score); a
+// column past Lk reads nothing.
+// RUN: flash-opt %s -split-input-file -convert-flash-to-gpu="stage-captures=0" | FileCheck %s
+// RUN: flash-opt %s -split-input-file -convert-flash-to-gpu="score-prefetch=0 stage-captures=0" | FileCheck %s --check-prefix=LATE
+// RUN: env -u CUDA_HOME flash-opt %s -split-input-file --flash-gpu-pipeline="format=isa stage-captures=0" | FileCheck %s --check-prefix=PTX
 
 // CHECK-LABEL: gpu.module @flash_attention_0
 // CHECK: gpu.func @kernel({{.*}}, %[[BIAS:[a-z0-9]+]]: memref<300x200xbf16>

@@ -92,12 +92,14 @@ LogicalResult gpu_lowering::verifyKernelOptions(const GPUKernelOptions &o,
        (o.blockN < 16 || o.blockN > 256 || o.blockN % 16 != 0)) ||
       o.stages < 0 || o.deferPV < -1 || o.deferPV > 1 || o.persistent < -1 ||
       o.persistent > 1 || o.scorePrefetch < -1 || o.scorePrefetch > 1 ||
+      o.stageCaptures < -1 || o.stageCaptures > 1 ||
       ((o.overlap || o.deferPV == 1) && o.stages > 0 && o.stages < 3) ||
       (o.overlap && (o.deferPV == 1 || o.pingpong))) {
     os << "need block-m = 64 * warpgroups (0: automatic), block-n a multiple "
           "of 16 in [16, 256] (0: automatic), stages >= 1 (>= 3 with overlap "
           "or defer-pv; 0: "
-          "automatic), defer-pv, persistent and score-prefetch in {-1, 0, 1}, "
+          "automatic), defer-pv, persistent, score-prefetch and "
+          "stage-captures in {-1, 0, 1}, "
           "and overlap without defer-pv "
           "or pingpong";
     return failure();
@@ -110,7 +112,11 @@ SmemLayout::SmemLayout(const KernelConfig &cfg, const KernelSpec &spec) {
   qBytes = cfg.blockM * spec.panelD() * elt;
   kBytes = cfg.blockN * spec.panelD() * elt;
   vBytes = cfg.blockN * spec.panelDv() * elt;
-  stageBytes = kBytes + vBytes;
+  for (const StagedCapture &c : spec.staged) {
+    captureOff.push_back(kBytes + vBytes + captureBytes);
+    captureBytes += c.tileBytes(cfg.blockM, cfg.blockN);
+  }
+  stageBytes = kBytes + vBytes + captureBytes;
   barOff = qBytes + cfg.stages * stageBytes;
   int64_t slots = 1 + 2 * cfg.stages + (cfg.persistent ? 2 : 0);
   lastArrivalOff = barOff + 8 * slots;

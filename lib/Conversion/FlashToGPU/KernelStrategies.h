@@ -68,6 +68,24 @@ struct KernelConfig {
   int64_t threads() const { return 128 * (1 + consumerWarpgroups); }
 };
 
+/// A score_mod capture read as `cap[lead..., q_idx, kv_idx]` (a bias or a
+/// mask tensor per score) that the wgmma kernel's producer loads with TMA
+/// per K/V tile, [blockM rows][blockN keys] beside K and V in the ring
+/// slot, in 128-byte panels with the 128-byte swizzle.
+struct StagedCapture {
+  unsigned capture = 0; // index among the op's captures
+  // Per leading index of the read: the batch dim whose index it is, or -1
+  // for the constant `constant`.
+  SmallVector<int64_t> leadBatchDim, leadConstant;
+  int64_t elementBytes = 0;
+  /// Bytes of one tile.
+  int64_t tileBytes(int64_t rows, int64_t keys) const {
+    return rows * keys * elementBytes;
+  }
+  /// Keys per 128-byte panel.
+  int64_t panelKeys() const { return 128 / elementBytes; }
+};
+
 /// What the wgmma kernel is specialised on, read off a flash.attention.
 struct KernelSpec {
   Type elemType;            // bf16 or f16 (Q, K and V)
@@ -85,6 +103,9 @@ struct KernelSpec {
   double scale = 1.0;
   Region *scoreMod = nullptr;           // not owned; cloned per element
   SmallVector<MemRefType> captureTypes; // memref twins of the captures
+  // The captures the producer stages per K/V tile in shared memory
+  // (CaptureStaging.cpp); the others are read from global memory.
+  SmallVector<StagedCapture> staged;
   // memref<?xT> of the op's sinks, null without; each row's epilogue merges
   // its head's sink (finishRow), or the combine does after a split.
   MemRefType sinksType;
@@ -126,6 +147,21 @@ struct KernelSpec {
   }
 };
 
+//===-- CaptureStaging.cpp: capture tiles in shared memory ----------------===//
+
+/// The captures of `spec`'s score_mod the wgmma kernel under `cfg` can
+/// stage per K/V tile (StagedCapture); shared memory is the caller's to
+/// check.
+SmallVector<StagedCapture> stageableCaptures(const KernelSpec &spec,
+                                             const KernelConfig &cfg);
+/// A consumer thread's byte offsets, in a staged tile of elements of
+/// `elementBytes`, of its first row's element pair in each 16-byte chunk c
+/// (c = 0..7) of panel 0: the swizzle and the lane's place in a chunk,
+/// once per thread (StagedTiles::chunk adds the tile's address).
+SmallVector<Value, 8> stagedChunkOffsets(ImplicitLocOpBuilder &b,
+                                         Value rowInBlock, Value quadLane,
+                                         int64_t elementBytes);
+
 /// Keys per TMA box of a paged K/V tile: the largest count that divides both
 /// the tile and the page, so that no box crosses a page. A multiple of 8
 /// (a page size and a tile that are multiples of 16), so each box starts on
@@ -138,6 +174,9 @@ int64_t pagedBoxRows(const KernelConfig &cfg, const KernelSpec &spec);
 /// spans 128 B.
 struct SmemLayout {
   int64_t qBytes, kBytes, vBytes, stageBytes;
+  // Each staged capture's tile, after V in a slot (offsets from the K tile).
+  SmallVector<int64_t> captureOff;
+  int64_t captureBytes = 0; // all of them
   // mbarriers: qFull, kvFull[stages], kvEmpty[stages], and with a
   // persistent grid qEmpty (the consumers are done with Q) and the slot
   // that publishes the work item.
@@ -305,6 +344,9 @@ gpu::GPUFuncOp buildWgmmaKernel(OpBuilder &b, Location loc,
 /// (box rows x 1 x 64: the same rows x 64 tile in shared memory).
 Value tmaDescriptor(ImplicitLocOpBuilder &b, Value m3, int64_t rows,
                     bool packed = false);
+/// The same for boxes of shape `box` (one 128-byte row innermost) of any
+/// memref of rank 1 to 5.
+Value tmaDescriptor(ImplicitLocOpBuilder &b, Value m, ArrayRef<int64_t> box);
 /// The rank-3 tensors a kernel's TMA descriptors describe: `a` and `b3`, or,
 /// when they have no row (`rows` = 0), `standIn` for both: a non-empty tensor
 /// of their element type (a descriptor needs one), never read then. Its

@@ -630,6 +630,14 @@ Value gpu_lowering::dataPointer(ImplicitLocOpBuilder &b, Value m) {
                                   toI64(b, p));
 }
 
+std::pair<Value, int64_t> gpu_lowering::splitConstantOffset(Value v) {
+  APInt c;
+  if (auto add = v.getDefiningOp<arith::AddIOp>();
+      add && matchPattern(add.getRhs(), m_ConstantInt(&c)))
+    return {add.getLhs(), c.getSExtValue()};
+  return {v, 0};
+}
+
 /// `mem` at (indices[0..n-1], key.col), or 0 where key.col >= key.lk: a
 /// predicated ld.global.nc at an immediate offset from the row's address
 /// (null where the element type has no such load). The column is taken as
@@ -676,14 +684,7 @@ static Value loadAlongKeys(ImplicitLocOpBuilder &b, Value mem,
         b, row, arith::MulIOp::create(b, indices[d], meta.getStrides()[d]));
   // The column as base + k; k goes into the instruction where the stride
   // along the keys is static.
-  Value colBase = key.col;
-  int64_t k = 0;
-  APInt c;
-  if (auto add = key.col.getDefiningOp<arith::AddIOp>();
-      add && matchPattern(add.getRhs(), m_ConstantInt(&c))) {
-    colBase = add.getLhs();
-    k = c.getSExtValue();
-  }
+  auto [colBase, k] = splitConstantOffset(key.col);
   int64_t keyStride = staticStrides[rank - 1];
   int64_t immediate = 0;
   if (ShapedType::isDynamic(keyStride)) {
@@ -735,10 +736,14 @@ Value gpu_lowering::loadCapture(OpBuilder &b, ArrayRef<Value> captures,
   // The captures are the region's last arguments; the key index is the
   // one before them.
   unsigned first = body->getNumArguments() - captures.size();
-  Value mem = captures[arg.getArgNumber() - first];
+  unsigned capture = arg.getArgNumber() - first;
+  Value mem = captures[capture];
   if (key && !read.getIndices().empty() &&
       read.getIndices().back() == body->getArgument(first - 1)) {
     ImplicitLocOpBuilder ib(read.getLoc(), b);
+    if (key->staged && key->staged->stages(capture))
+      return loadStagedCapture(ib, *key->staged, capture, read.getType(),
+                               key->col, key->half);
     if (Value x = loadAlongKeys(ib, mem, indices, *key))
       return x;
   }
@@ -882,17 +887,10 @@ struct IndexFloatsAt {
   /// built as base + constant (the fragment's column of a tile) is converted
   /// as its base, once per tile, plus the constant in f32.
   IndexFloats at(ImplicitLocOpBuilder &b, int half, Value c) const {
-    Value base = c;
-    double offset = 0;
-    APInt k;
-    if (auto add = c.getDefiningOp<arith::AddIOp>();
-        add && matchPattern(add.getRhs(), m_ConstantInt(&k))) {
-      base = add.getLhs();
-      offset = double(k.getSExtValue());
-    }
+    auto [base, offset] = splitConstantOffset(c);
     Value col = toF32(b, base);
     if (offset != 0)
-      col = arith::AddFOp::create(b, col, constF32(b, offset));
+      col = arith::AddFOp::create(b, col, constF32(b, double(offset)));
     col = arith::MinNumFOp::create(b, col, lastCol);
     return IndexFloats{rows[half], col, bound};
   }
@@ -927,17 +925,17 @@ ScoreContext gpu_lowering::makeScoreContext(
     ImplicitLocOpBuilder &b, MaskAttr mask, Region *scoreMod,
     const Value rows[2], Value colBase, Value laneCol, Value lq, Value lk,
     ArrayRef<Value> batchIdx, ArrayRef<Value> captures, bool needsMask,
-    int64_t indexBound) {
+    int64_t indexBound, const StagedTiles *staged) {
   return makeScoreContext(b, mask, scoreMod, rows, colBase, laneCol, lq, lk,
-                          {batchIdx, batchIdx}, captures, needsMask,
-                          indexBound);
+                          {batchIdx, batchIdx}, captures, needsMask, indexBound,
+                          staged);
 }
 
 ScoreContext gpu_lowering::makeScoreContext(
     ImplicitLocOpBuilder &b, MaskAttr mask, Region *scoreMod,
     const Value rows[2], Value colBase, Value laneCol, Value lq, Value lk,
     std::array<ArrayRef<Value>, 2> batchIdx, ArrayRef<Value> captures,
-    bool needsMask, int64_t indexBound) {
+    bool needsMask, int64_t indexBound, const StagedTiles *staged) {
   ScoreContext sc;
   sc.rowIdx[0] = rows[0];
   sc.rowIdx[1] = rows[1];
@@ -955,6 +953,8 @@ ScoreContext gpu_lowering::makeScoreContext(
     Value cr0 = arith::MinSIOp::create(b, rows[0], lastRow);
     Value cr1 = arith::MinSIOp::create(b, rows[1], lastRow);
     SmallVector<Value> bIdx0(batchIdx[0]), bIdx1(batchIdx[1]), caps(captures);
+    // The closures below keep their own copy of the tile's staged captures.
+    StagedTiles tiles = staged ? *staged : StagedTiles();
     // Static lengths bound the indices, so a conversion of them to f32
     // (ALiBi's distance, a relative position) can be exact f32 arithmetic
     // on per-tile copies: an I2F per score would take the same unit as
@@ -966,7 +966,7 @@ ScoreContext gpu_lowering::makeScoreContext(
       fl = indexFloatsAt(b, indexBound, {cr0, cr1}, lastCol);
     // The region at one score, yielding `yielded` (null: what it yields).
     auto inlineAt = [scoreMod, bIdx0, bIdx1, caps, lastCol, lk, r0, cr0, cr1,
-                     fl](Value yielded) {
+                     fl, tiles](Value yielded) {
       return [=](ImplicitLocOpBuilder &bb, Value x, Value r, Value c,
                  const IRMapping *seed) {
         bool first = r == r0;
@@ -974,7 +974,7 @@ ScoreContext gpu_lowering::makeScoreContext(
         std::optional<IndexFloats> f;
         if (fl)
           f = fl->at(bb, first ? 0 : 1, c);
-        KeyColumn key{c, lk};
+        KeyColumn key{c, lk, &tiles, first ? 0 : 1};
         return inlineScoreMod(bb, *scoreMod, x, first ? bIdx0 : bIdx1,
                               first ? cr0 : cr1, cc, caps, yielded,
                               f ? &*f : nullptr, seed, &key);
@@ -989,10 +989,10 @@ ScoreContext gpu_lowering::makeScoreContext(
         prefetchableReads(*scoreMod, batchIdx[0].size() + 2);
     if (!reads.empty())
       sc.prefetch = [scoreMod, bIdx0, bIdx1, caps, lastCol, lk, r0, cr0, cr1,
-                     reads](ImplicitLocOpBuilder &bb, Value r, Value c) {
+                     reads, tiles](ImplicitLocOpBuilder &bb, Value r, Value c) {
         bool first = r == r0;
         Value cc = arith::MinSIOp::create(bb, c, lastCol);
-        KeyColumn key{c, lk};
+        KeyColumn key{c, lk, &tiles, first ? 0 : 1};
         IRMapping map;
         // The reads do not depend on the score: any f32 stands in for it.
         cloneScoreMod(

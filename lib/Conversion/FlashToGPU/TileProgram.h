@@ -160,11 +160,33 @@ struct IndexFloats {
   int64_t bound = 0;
 };
 
+/// A thread's view of the capture tiles the wgmma producer staged in
+/// shared memory for the current K/V tile (CaptureStaging.cpp): per
+/// capture of the op (empty where it is not staged), for each 16-byte chunk
+/// c of a 128-byte panel row, the address of the thread's first row's
+/// element pair in chunk c of panel 0 (!llvm.ptr<3>); and the bytes
+/// between panels.
+struct StagedTiles {
+  SmallVector<SmallVector<Value, 8>> chunk;
+  SmallVector<int64_t> panelBytes;
+  bool stages(unsigned capture) const {
+    return capture < chunk.size() && !chunk[capture].empty();
+  }
+};
+
 /// A score's key column before the clamp into [0, lk) that the score_mod
-/// sees, and the key length.
+/// sees, and the key length. With `staged`, the tile's staged captures and
+/// the thread's row half the score is in.
 struct KeyColumn {
   Value col, lk; // index
+  const StagedTiles *staged = nullptr;
+  int half = 0;
 };
+
+/// `v` as base + constant where it is an addi with a constant right
+/// operand (the fragment's column of a tile: a per-tile base plus the
+/// element's offset), else (v, 0).
+std::pair<Value, int64_t> splitConstantOffset(Value v);
 
 /// The score_mod region applied to one score, with its indices; captures
 /// are the memrefs of the op's captures. With `yielded` (a value of the
@@ -248,10 +270,19 @@ std::pair<Value, Value> splitShare(ImplicitLocOpBuilder &b, Value stepBegin,
 /// tensor's row) loads at the unclamped column, predicated on it being a
 /// key: an address per row and tile and an immediate offset per column,
 /// where a clamped column costs a min and 64-bit address arithmetic per
-/// score. A column past Lk reads 0, which only masked scores see.
+/// score. A column past Lk reads 0, which only masked scores see. A
+/// capture `key->staged` holds is read from its tile in shared memory
+/// (loadStagedCapture).
 Value loadCapture(OpBuilder &b, ArrayRef<Value> captures,
                   tensor::ExtractOp read, ValueRange indices,
                   const KeyColumn *key = nullptr);
+
+/// The element of staged capture `capture` (type `elt`) at the fragment
+/// column `col` of the thread's row half `half`, from the tile in shared
+/// memory: one ld.shared at an immediate offset from a per-tile chunk
+/// address (CaptureStaging.cpp).
+Value loadStagedCapture(ImplicitLocOpBuilder &b, const StagedTiles &tiles,
+                        unsigned capture, Type elt, Value col, int half);
 
 /// [b..., rest...] -> [prod(b), rest...] ([1, rest...] without batch dims).
 Value collapseBatchDims(ImplicitLocOpBuilder &b, Value m, int64_t nb);
@@ -374,7 +405,8 @@ ScoreContext makeScoreContext(ImplicitLocOpBuilder &b, MaskAttr mask,
                               Value colBase, Value laneCol, Value lq, Value lk,
                               ArrayRef<Value> batchIdx,
                               ArrayRef<Value> captures, bool needsMask,
-                              int64_t indexBound = 0);
+                              int64_t indexBound = 0,
+                              const StagedTiles *staged = nullptr);
 /// The same for a thread whose two rows belong to different heads (rows of
 /// several query heads packed into one tile): batch indices per row half.
 ScoreContext makeScoreContext(ImplicitLocOpBuilder &b, MaskAttr mask,
@@ -382,7 +414,8 @@ ScoreContext makeScoreContext(ImplicitLocOpBuilder &b, MaskAttr mask,
                               Value colBase, Value laneCol, Value lq, Value lk,
                               std::array<ArrayRef<Value>, 2> batchIdx,
                               ArrayRef<Value> captures, bool needsMask,
-                              int64_t indexBound = 0);
+                              int64_t indexBound = 0,
+                              const StagedTiles *staged = nullptr);
 
 /// Turns the raw QKᵀ accumulator values `s` into probabilities p (in place),
 /// updates `st` and returns the per-row rescale factors alpha.

@@ -40,6 +40,8 @@ struct KernelEnv {
   Value tmaQ, tmaK, tmaV, outPtr, lsePtr;
   Value lq, lk, hkv;
   SmallVector<Value> batchSizes, captures;
+  // The TMA descriptors of spec.staged, in its order.
+  SmallVector<Value> captureMaps;
   Value sinks; // [Hq], null without sinks
   Value tid, bh, kvbh, q0;
   // A varlen batch: the sequence's first query and key token, and the token
@@ -219,7 +221,7 @@ static void buildProducer(ImplicitLocOpBuilder &b, KernelEnv &env) {
     Value parity = arith::RemUIOp::create(b, prev, constIdx(b, 2));
     mbarWait(b, empty, toI32(b, parity));
   }
-  mbarArriveExpectTx(b, full, L.kBytes + L.vBytes);
+  mbarArriveExpectTx(b, full, L.kBytes + L.vBytes + L.captureBytes);
   Value kBase =
       smemOffset(b, env.tiles, stageOffset(b, env, s, L.stageBytes, L.kOff(0)));
   Value vBase = smemOffset(b, kBase, L.kBytes);
@@ -240,6 +242,21 @@ static void buildProducer(ImplicitLocOpBuilder &b, KernelEnv &env) {
   };
   loadTile(kBase, env.tmaK, spec.panelD() / 64);
   loadTile(vBase, env.tmaV, spec.panelDv() / 64);
+  // Staged captures: the CTA's rows of the tile's keys, panel by panel;
+  // coordinates innermost first (key, query, then the leading indices).
+  for (auto [i, c] : llvm::enumerate(spec.staged)) {
+    SmallVector<Value> lead;
+    for (auto [dim, k] : llvm::zip(c.leadBatchDim, c.leadConstant))
+      lead.push_back(toI32(b, dim >= 0 ? env.batchIdx[dim] : constIdx(b, k)));
+    Value tile = smemOffset(b, kBase, L.captureOff[i]);
+    for (int64_t p = 0; p < cfg.blockN / c.panelKeys(); ++p) {
+      SmallVector<Value> coords = {constI32(b, p * c.panelKeys()),
+                                   toI32(b, env.q0)};
+      coords.append(lead.rbegin(), lead.rend());
+      tmaLoad(b, smemOffset(b, tile, p * cfg.blockM * 128), env.captureMaps[i],
+              coords, full);
+    }
+  }
 }
 
 namespace {
@@ -338,6 +355,8 @@ private:
   Value qDesc0, kDesc0, vDesc0;
   Value negInf, fzero, one;
   Value wgRowLo, wgRowHi, diagOff;
+  // Per staged capture (spec.staged's order): stagedChunkOffsets.
+  SmallVector<SmallVector<Value, 8>> stagedOffsets;
   bool pingpong = false;
   Value ppThreads, ppOwn, ppNext;
   TileLoopState init;
@@ -365,6 +384,9 @@ WgmmaConsumer::WgmmaConsumer(ImplicitLocOpBuilder &b, KernelEnv &env, Value wg)
   rowInBlock =
       idxAdd(b, rowInBlock, arith::DivUIOp::create(b, lane, constIdx(b, 4)));
   laneCol = idxMul(b, quadLane, 2);
+  for (const StagedCapture &sc : spec.staged)
+    stagedOffsets.push_back(
+        stagedChunkOffsets(b, rowInBlock, quadLane, sc.elementBytes));
 
   // Descriptors: K-major tiles advance 32 B (+2) per k16 inside a 64-column
   // panel; panels are rows·128 B apart. V (MN-major) advances 16 rows
@@ -595,10 +617,26 @@ WgmmaConsumer::TileScores WgmmaConsumer::tileScores(Value t) {
   TileScores ts;
   ts.needsMask = tileNeedsElementMask(b, spec.mask, col0, BN, wgRowLo, wgRowHi,
                                       env.lk, diagOff);
+  // The staged captures' tiles in tile t's slot.
+  StagedTiles staged;
+  if (!spec.staged.empty()) {
+    Value s = slotOf(t).first;
+    Value kBase = smemOffset(b, env.tiles,
+                             stageOffset(b, env, s, L.stageBytes, L.kOff(0)));
+    staged.chunk.resize(spec.captureTypes.size());
+    staged.panelBytes.resize(spec.captureTypes.size());
+    for (auto [i, c] : llvm::enumerate(spec.staged)) {
+      Value tile = smemOffset(b, kBase, L.captureOff[i]);
+      for (Value off : stagedOffsets[i])
+        staged.chunk[c.capture].push_back(smemOffset(b, tile, off));
+      staged.panelBytes[c.capture] = BM * 128;
+    }
+  }
   ts.sc = makeScoreContext(b, spec.mask, spec.scoreMod, maskRows, col0, laneCol,
                            env.qLen, env.lk, {rowBatchIdx[0], rowBatchIdx[1]},
                            env.captures,
-                           /*needsMask=*/true, spec.indexBound());
+                           /*needsMask=*/true, spec.indexBound(),
+                           spec.staged.empty() ? nullptr : &staged);
   if (env.indexMask)
     ts.sc.indexFull = classifyScoreTile(b, *spec.scoreMod, *env.indexMask,
                                         env.batchLo, env.batchHi, wgRowLo,
@@ -1221,6 +1259,7 @@ gpu::GPUFuncOp gpu_lowering::buildWgmmaKernel(OpBuilder &ob, Location loc,
   argTypes.append(3 + spec.numBatchDims, idx);
   for (MemRefType t : spec.captureTypes)
     argTypes.push_back(t);
+  argTypes.append(spec.staged.size(), ptrTy);
   if (spec.sinksType)
     argTypes.push_back(spec.sinksType);
   if (spec.pageSize > 0)
@@ -1265,6 +1304,8 @@ gpu::GPUFuncOp gpu_lowering::buildWgmmaKernel(OpBuilder &ob, Location loc,
     env.batchSizes.push_back(entry.getArgument(a++));
   for (size_t k = 0; k < spec.captureTypes.size(); ++k)
     env.captures.push_back(entry.getArgument(a++));
+  for (size_t k = 0; k < spec.staged.size(); ++k)
+    env.captureMaps.push_back(entry.getArgument(a++));
   if (spec.sinksType)
     env.sinks = entry.getArgument(a++);
   if (spec.pageSize > 0) {

@@ -8,6 +8,7 @@
 #include "KernelStrategies.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -26,13 +27,61 @@ static MemRefType sinksArgType(Value sinks) {
 
 Value gpu_lowering::tmaDescriptor(ImplicitLocOpBuilder &b, Value m3,
                                   int64_t rows, bool packed) {
+  return tmaDescriptor(b, m3,
+                       packed ? SmallVector<int64_t>{rows, 1, 64}
+                              : SmallVector<int64_t>{1, rows, 64});
+}
+
+/// A TMA descriptor of a boolean memref, its bytes as UINT8: what
+/// nvgpu.tma.create.descriptor lowers to (the runtime's encoder called on
+/// the unranked descriptor), with the data type NVGPU's lowering has no
+/// entry for (it maps i1 to another type).
+static Value byteTmaDescriptor(ImplicitLocOpBuilder &b, Value unranked,
+                               ArrayRef<int64_t> boxShape) {
   MLIRContext *ctx = b.getContext();
-  auto t = cast<MemRefType>(m3.getType());
+  Type i64 = b.getI64Type();
+  auto ptrTy = LLVM::LLVMPointerType::get(ctx);
+  auto fnTy = LLVM::LLVMFunctionType::get(
+      ptrTy, {i64, ptrTy, i64, i64, i64, i64, i64, ptrTy});
+  constexpr StringLiteral kEncoder = "mgpuTensorMapEncodeTiledMemref";
+  auto module =
+      b.getInsertionBlock()->getParentOp()->getParentOfType<ModuleOp>();
+  if (!module.lookupSymbol(kEncoder)) {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(module.getBody());
+    LLVM::LLVMFuncOp::create(b, kEncoder, fnTy);
+  }
+  auto descTy = LLVM::LLVMStructType::getLiteral(ctx, {i64, ptrTy});
+  Value desc =
+      UnrealizedConversionCastOp::create(b, TypeRange{descTy}, unranked)
+          .getResult(0);
+  Value rank = LLVM::ExtractValueOp::create(b, desc, 0);
+  Value ranked = LLVM::ExtractValueOp::create(b, desc, 1);
+  Value box =
+      LLVM::AllocaOp::create(b, ptrTy, i64, constI64(b, boxShape.size()));
+  for (auto [d, size] : llvm::enumerate(boxShape))
+    LLVM::StoreOp::create(
+        b, constI64(b, size),
+        LLVM::GEPOp::create(b, ptrTy, i64, box,
+                            ArrayRef<LLVM::GEPArg>{int32_t(d)}));
+  // CU_TENSOR_MAP_DATA_TYPE_UINT8, no interleave, 128-byte swizzle, 256-byte
+  // L2 promotion, zeros out of bounds.
+  return LLVM::CallOp::create(
+             b, fnTy, kEncoder,
+             ValueRange{rank, ranked, constI64(b, 0), constI64(b, 0),
+                        constI64(b, 3), constI64(b, 3), constI64(b, 0), box})
+      .getResult();
+}
+
+Value gpu_lowering::tmaDescriptor(ImplicitLocOpBuilder &b, Value m,
+                                  ArrayRef<int64_t> boxShape) {
+  MLIRContext *ctx = b.getContext();
+  auto t = cast<MemRefType>(m.getType());
   Type elem = t.getElementType();
-  Value unranked = memref::CastOp::create(
-      b, UnrankedMemRefType::get(elem, Attribute()), m3);
-  SmallVector<int64_t> boxShape =
-      packed ? SmallVector<int64_t>{rows, 1, 64} : SmallVector<int64_t>{1, rows, 64};
+  Value unranked =
+      memref::CastOp::create(b, UnrankedMemRefType::get(elem, Attribute()), m);
+  if (elem.isInteger(1))
+    return byteTmaDescriptor(b, unranked, boxShape);
   auto box = MemRefType::get(boxShape, elem, MemRefLayoutAttrInterface(),
                              b.getI64IntegerAttr(3));
   auto descTy = nvgpu::TensorMapDescriptorType::get(
@@ -40,10 +89,10 @@ Value gpu_lowering::tmaDescriptor(ImplicitLocOpBuilder &b, Value m3,
       nvgpu::TensorMapL2PromoKind::L2PROMO_256B,
       nvgpu::TensorMapOOBKind::OOB_ZERO,
       nvgpu::TensorMapInterleaveKind::INTERLEAVE_NONE);
-  Value desc = nvgpu::TmaCreateDescriptorOp::create(
-      b, descTy, unranked,
-      ValueRange{constIdx(b, boxShape[0]), constIdx(b, boxShape[1]),
-                 constIdx(b, 64)});
+  SmallVector<Value> dims;
+  for (int64_t d : boxShape)
+    dims.push_back(constIdx(b, d));
+  Value desc = nvgpu::TmaCreateDescriptorOp::create(b, descTy, unranked, dims);
   // Kernels cannot take the descriptor type itself; pass the pointer.
   return UnrealizedConversionCastOp::create(
              b, TypeRange{LLVM::LLVMPointerType::get(ctx)}, ValueRange{desc})
@@ -65,6 +114,18 @@ static LogicalResult checkSharedMemory(Operation *op, const KernelConfig &cfg,
          << ", Dv = " << spec.valueDim << ") is " << total
          << " bytes, more than the " << chip.maxDynamicSmemPerBlock
          << " a CTA may have: lower block-n, block-m or stages";
+}
+
+/// Stages what stageableCaptures allows where the ring still fits: one CTA
+/// per SM as `cfg` plans (stage-captures=1 or -1).
+static void stageCaptures(const GPUKernelOptions &options, const ChipInfo &chip,
+                          const KernelConfig &cfg, KernelSpec &spec) {
+  if (options.stageCaptures == 0)
+    return;
+  spec.staged = stageableCaptures(spec, cfg);
+  int64_t total = SmemLayout(cfg, spec).total;
+  if ((total + 1024) * cfg.ctasPerSM > chip.maxDynamicSmemPerBlock + 1024)
+    spec.staged.clear();
 }
 
 /// `m3` with every size dynamic, so that tensors of other head dims share
@@ -352,6 +413,7 @@ static LogicalResult lowerToWgmmaLaunch(RewriterBase &rewriter, AttentionOp op,
   KernelConfig cfg = resolveWgmmaConfig(options, chip, spec);
   if (failed(checkSharedMemory(op, cfg, spec, chip)))
     return failure();
+  stageCaptures(options, chip, cfg, spec);
 
   OpBuilder::InsertionGuard guard(rewriter);
   rewriter.setInsertionPoint(op);
@@ -416,6 +478,12 @@ static LogicalResult lowerToWgmmaLaunch(RewriterBase &rewriter, AttentionOp op,
     args.append({kLq, lk, hkv});
     args.append(kBatch.begin(), kBatch.end());
     args.append(captures.begin(), captures.end());
+    for (const StagedCapture &c : spec.staged) {
+      int64_t rank = cast<MemRefType>(captures[c.capture].getType()).getRank();
+      SmallVector<int64_t> box(rank - 2, 1);
+      box.append({cfg.blockM, c.panelKeys()});
+      args.push_back(tmaDescriptor(b, captures[c.capture], box));
+    }
     Value sinks;
     if (bufs.sinks) {
       sinks = memref::CastOp::create(b, spec.sinksType, bufs.sinks);
