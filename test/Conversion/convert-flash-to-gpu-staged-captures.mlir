@@ -16,8 +16,11 @@
 // CHECK-LABEL: gpu.module @flash_attention_0
 // CHECK: gpu.func @kernel({{.*}}, %[[BIAS:[a-z0-9]+]]: memref<300x200xbf16>, %[[MAP:[a-z0-9]+]]: !llvm.ptr)
 // CHECK: nvvm.mbarrier.arrive.expect_tx %{{.*}}, %c49152_i32
-// CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %[[MAP]], %{{.*}}, box[%c0_i32{{.*}}, %{{[a-z0-9_]+}}] :
-// CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %[[MAP]], %{{.*}}, box[%c64_i32{{.*}}, %{{[a-z0-9_]+}}] :
+// CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %[[MAP]], %{{.*}}, box[%{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}] :
+// CHECK: %[[K1:.*]] = arith.addi %{{.*}}, %c64{{(_[0-9]+)?}} : index
+// CHECK: %[[P1:.*]] = arith.index_cast %[[K1]] : index to i32
+// CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %[[MAP]], %{{.*}}, box[%[[P1]], %{{[a-z0-9_]+}}] :
+// CHECK-NOT: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %[[MAP]]
 // CHECK-NOT: memref.load %[[BIAS]]
 // CHECK-NOT: ld.global.nc
 // CHECK: llvm.load {{.*}} : !llvm.ptr<3> -> bf16
@@ -25,7 +28,7 @@
 // CHECK-NOT: ld.global.nc
 // CHECK: gpu.return
 // OFF-LABEL: gpu.module @flash_attention_0
-// OFF-NOT: cp.async.bulk.tensor{{.*}}box[%c64_i32
+// OFF: gpu.func @kernel({{.*}}, %{{[a-z0-9]+}}: memref<300x200xbf16>)
 // OFF: ld.global.nc.b16
 // PTX-LABEL: llvm.func @bias(
 // PTX: gpu.binary @flash_attention_0
@@ -58,15 +61,16 @@ func.func @bias(%q: memref<2x300x64xbf16>, %k: memref<2x200x64xbf16>, %v: memref
 // memory); at 64-key tiles two panels do, and the head is the box's third
 // coordinate.
 // CHECK-LABEL: gpu.module @flash_attention_0
-// CHECK-NOT: cp.async.bulk.tensor{{.*}}box[%c32_i32
+// CHECK: gpu.func @kernel({{.*}}, %{{[a-z0-9]+}}: memref<4x300x200xf32>)
 // CHECK: ld.global.nc.b32
 // BN64-LABEL: func.func @heads(
 // BN64: nvgpu.tma.create.descriptor {{.*}} : memref<*xf32> -> <tensor = memref<1x64x32xf32, 3>, swizzle = swizzle_128b
 // BN64-LABEL: gpu.module @flash_attention_0
 // BN64: gpu.func @kernel({{.*}}, %{{[a-z0-9]+}}: memref<4x300x200xf32>, %[[MAP:[a-z0-9]+]]: !llvm.ptr)
 // BN64: nvvm.mbarrier.arrive.expect_tx %{{.*}}, %c32768_i32
-// BN64: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %[[MAP]], %{{.*}}, box[%c0_i32{{.*}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}] :
-// BN64: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %[[MAP]], %{{.*}}, box[%c32_i32{{.*}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}] :
+// BN64: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %[[MAP]], %{{.*}}, box[%{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}] :
+// BN64: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %[[MAP]], %{{.*}}, box[%{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}] :
+// BN64-NOT: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %[[MAP]]
 // BN64: llvm.load {{.*}} : !llvm.ptr<3> -> f32
 func.func @heads(%q: memref<2x4x300x64xbf16>, %k: memref<2x4x200x64xbf16>, %v: memref<2x4x200x64xbf16>,
                  %o: memref<2x4x300x64xbf16>, %bias: memref<4x300x200xf32>) {
@@ -93,7 +97,6 @@ func.func @heads(%q: memref<2x4x300x64xbf16>, %k: memref<2x4x200x64xbf16>, %v: m
 // multiples of 16 bytes), and a transposed read.
 // CHECK-LABEL: gpu.module @flash_attention_0
 // CHECK: gpu.func @kernel({{.*}}: memref<300x201xbf16>, %{{[a-z0-9]+}}: memref<200x300xf32>, %{{[a-z0-9]+}}: memref<300x200xi1>)
-// CHECK-NOT: cp.async.bulk.tensor{{.*}}box[%c64_i32
 // CHECK: ld.global.nc.b16
 func.func @unstaged(%q: memref<2x300x64xbf16>, %k: memref<2x200x64xbf16>, %v: memref<2x200x64xbf16>,
                     %o: memref<2x300x64xbf16>, %odd: memref<300x201xbf16>, %tr: memref<200x300xf32>,
@@ -136,7 +139,7 @@ func.func @unstaged(%q: memref<2x300x64xbf16>, %k: memref<2x200x64xbf16>, %v: me
 // CHECK-LABEL: gpu.module @flash_attention_0
 // CHECK: gpu.func @kernel({{.*}}, %{{[a-z0-9]+}}: memref<300x208xi1>, %[[MAP:[a-z0-9]+]]: !llvm.ptr)
 // CHECK: nvvm.mbarrier.arrive.expect_tx %{{.*}}, %c40960_i32
-// CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %[[MAP]], %{{.*}}, box[%c0_i32{{.*}}, %{{[a-z0-9_]+}}] :
+// CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %[[MAP]], %{{.*}}, box[%{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}] :
 // CHECK-NOT: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %[[MAP]]
 // CHECK: llvm.load {{.*}} : !llvm.ptr<3> -> i1
 // CHECK-NOT: ld.global.nc

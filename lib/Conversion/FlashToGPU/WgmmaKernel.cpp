@@ -250,8 +250,9 @@ static void buildProducer(ImplicitLocOpBuilder &b, KernelEnv &env) {
       lead.push_back(toI32(b, dim >= 0 ? env.batchIdx[dim] : constIdx(b, k)));
     Value tile = smemOffset(b, kBase, L.captureOff[i]);
     for (int64_t p = 0; p < cfg.blockN / c.panelKeys(); ++p) {
-      SmallVector<Value> coords = {constI32(b, p * c.panelKeys()),
-                                   toI32(b, env.q0)};
+      SmallVector<Value> coords = {
+          toI32(b, idxAdd(b, row, constIdx(b, p * c.panelKeys()))),
+          toI32(b, env.q0)};
       coords.append(lead.rbegin(), lead.rend());
       tmaLoad(b, smemOffset(b, tile, p * cfg.blockM * 128), env.captureMaps[i],
               coords, full);

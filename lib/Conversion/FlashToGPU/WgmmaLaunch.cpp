@@ -414,6 +414,11 @@ static LogicalResult lowerToWgmmaLaunch(RewriterBase &rewriter, AttentionOp op,
   if (failed(checkSharedMemory(op, cfg, spec, chip)))
     return failure();
   stageCaptures(options, chip, cfg, spec);
+  // A staged read is a shared-memory load: issued early it only holds
+  // registers (a boolean mask measured 0.06-0.13 of the plain kernel's
+  // speed slower with it, a bias within ±0.03; bench/NOTES run 57).
+  if (!spec.staged.empty() && options.scorePrefetch == -1)
+    cfg.scorePrefetch = false;
 
   OpBuilder::InsertionGuard guard(rewriter);
   rewriter.setInsertionPoint(op);
