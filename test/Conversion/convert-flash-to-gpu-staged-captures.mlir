@@ -141,7 +141,7 @@ func.func @unstaged(%q: memref<2x300x64xbf16>, %k: memref<2x200x64xbf16>, %v: me
 // CHECK: nvvm.mbarrier.arrive.expect_tx %{{.*}}, %c40960_i32
 // CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %[[MAP]], %{{.*}}, box[%{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}] :
 // CHECK-NOT: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %[[MAP]]
-// CHECK: llvm.load {{.*}} : !llvm.ptr<3> -> i1
+// CHECK: llvm.load {{.*}} {alignment = 2 : i64} : !llvm.ptr<3> -> i8
 // CHECK-NOT: ld.global.nc
 // CHECK: gpu.return
 func.func @mask(%q: memref<2x300x64xbf16>, %k: memref<2x208x64xbf16>, %v: memref<2x208x64xbf16>,

@@ -142,7 +142,10 @@ Value gpu_lowering::loadStagedCapture(ImplicitLocOpBuilder &b,
   int64_t imm = panel * tiles.panelBytes[capture] + half * 8 * 128 + pair % 16 +
                 (k % 8) * eb;
   Value addr = smemOffset(b, tiles.chunk[capture][chunk], imm);
-  // A pair starts 2·eb-aligned: the vectoriser may load both at once.
-  return LLVM::LoadOp::create(b, elt, addr,
-                              /*alignment=*/k % 2 == 0 ? 2 * eb : eb);
+  // A pair starts 2·eb-aligned: the vectoriser loads both at once. (A
+  // boolean is loaded as its byte, which it does not do for i1.)
+  Type stored = elt.isInteger(1) ? b.getI8Type() : elt;
+  Value x = LLVM::LoadOp::create(b, stored, addr,
+                                 /*alignment=*/k % 2 == 0 ? 2 * eb : eb);
+  return stored == elt ? x : arith::TruncIOp::create(b, elt, x).getResult();
 }
