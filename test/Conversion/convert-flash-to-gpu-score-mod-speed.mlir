@@ -123,15 +123,17 @@ func.func @alibi_dynamic(%q: memref<2x?x64xbf16>, %k: memref<2x?x64xbf16>, %v: m
 // Soft-capping: with 16-bit operands tanh is the hardware's tanh.approx.f32
 // (one instruction beside the softmax's ex2); with f32 operands the
 // expansion through ex2 and an approximate division. The products by
-// constants in a row are one multiply each side of the tanh: the scale by
-// 1/30 (0.125 / 30), and 30 by log2(e) (43.28...); every f32 multiply and
+// constants in a row are one multiply before the tanh (the scale by 1/30:
+// 0.125 / 30); after it the cap, 30: the scores' max is taken in natural
+// units and log2(e) goes into the exponent's FMA. Every f32 multiply and
 // add may contract into an FMA.
 // CHECK-LABEL: gpu.module @flash_attention_0
 // CHECK: %[[S:.*]] = arith.constant 0.0041666{{[0-9]*}} : f32
 // CHECK-NEXT: %[[IN:.*]] = arith.mulf %{{.*}}, %[[S]] fastmath<contract> : f32
 // CHECK-NEXT: %[[T:.*]] = llvm.inline_asm asm_dialect = att "tanh.approx.f32 $0, $1;", "=f,f" %[[IN]]
-// CHECK-NEXT: %[[C:.*]] = arith.constant 43.28{{[0-9]*}} : f32
-// CHECK-NEXT: arith.mulf %[[T]], %[[C]] fastmath<contract> : f32
+// CHECK-NEXT: arith.mulf %[[T]], %{{[a-z0-9_]+}} fastmath<contract> : f32
+// CHECK: %[[L2E:.*]] = arith.constant 1.44269{{[0-9]*}} : f32
+// CHECK: llvm.intr.fma(%{{.*}}, %[[L2E]], %{{.*}}) : (f32, f32, f32) -> f32
 // CHECK-NOT: math.tanh
 // CHECK-LABEL: gpu.module @flash_attention_1
 // CHECK-NOT: tanh.approx

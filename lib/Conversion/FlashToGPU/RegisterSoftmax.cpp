@@ -92,7 +92,12 @@ gpu_lowering::onlineSoftmaxStep(ImplicitLocOpBuilder &b,
     return alpha;
   }
 
-  // Scores in the log2 domain, with score_mod and the mask applied.
+  // Scores with score_mod and the mask applied: in natural units with a
+  // score_mod (log2(e) > 0 commutes with the max, so it folds into the
+  // exponent's FMA as scale·log2(e) does above, where a multiply per score
+  // would hold the log2-domain score for both the max and the exponent),
+  // else in the log2 domain.
+  bool natural = static_cast<bool>(ctx.scoreMod);
   for (int64_t i = 0, e = s.size(); i < e; ++i) {
     Value &v = s[i];
     int64_t h = Layout::rowHalf(i);
@@ -104,9 +109,8 @@ gpu_lowering::onlineSoftmaxStep(ImplicitLocOpBuilder &b,
     Value x;
     if (ctx.scoreMod) {
       Value nat = arith::MulFOp::create(b, v, scaleNat);
-      nat = ctx.scoreMod(b, nat, ctx.rowIdx[h], col,
-                         ctx.prefetched.empty() ? nullptr : &ctx.prefetched[i]);
-      x = arith::MulFOp::create(b, nat, log2eV);
+      x = ctx.scoreMod(b, nat, ctx.rowIdx[h], col,
+                       ctx.prefetched.empty() ? nullptr : &ctx.prefetched[i]);
     } else {
       x = arith::MulFOp::create(b, v, scaleLog2);
     }
@@ -127,6 +131,8 @@ gpu_lowering::onlineSoftmaxStep(ImplicitLocOpBuilder &b,
       mx = mx ? arith::MaxNumFOp::create(b, mx, s[i]).getResult() : s[i];
     }
     mx = quadReduce(b, mx, /*isMax=*/true);
+    if (natural)
+      mx = arith::MulFOp::create(b, mx, log2eV);
     MaxUpdate u = updateRunningMax(b, st.m[h], mx);
     mUse[h] = u.mUse;
     alpha[h] = u.alpha;
@@ -137,7 +143,12 @@ gpu_lowering::onlineSoftmaxStep(ImplicitLocOpBuilder &b,
   for (int64_t i = 0, e = s.size(); i < e; ++i) {
     Value &v = s[i];
     int64_t h = Layout::rowHalf(i);
-    v = exp2Approx(b, arith::SubFOp::create(b, v, mUse[h]));
+    // llvm.intr.fma: math.fma would become libdevice's __nv_fmaf.
+    Value x = natural ? LLVM::FMAOp::create(
+                            b, v, log2eV, arith::NegFOp::create(b, mUse[h]))
+                            .getResult()
+                      : arith::SubFOp::create(b, v, mUse[h]).getResult();
+    v = exp2Approx(b, x);
     rowSum[h] = rowSum[h] ? arith::AddFOp::create(b, rowSum[h], v).getResult()
                           : v;
   }
