@@ -111,9 +111,9 @@ static std::optional<double> constantFactor(arith::MulFOp mul, Value &other) {
 /// fuse: the softmax's scale-and-subtract (s·c - m), the rescale of the
 /// running sum (l·α + Σp) and a score_mod's affine steps would each be two
 /// instructions on the pipe the softmax shares with every conversion. For
-/// the same reason a product by constants in a row (the scale, a
-/// score_mod's 1/cap and cap, log2(e): soft-capping has all four) is one
-/// multiply by their product. Either rounds once where the pair rounds
+/// the same reason a product by constants in a row (the scale and a
+/// score_mod's 1/cap before soft-capping's tanh) is one multiply by their
+/// product. Either rounds once where the pair rounds
 /// twice, well inside the scores' 16-bit (or ex2.approx's) error.
 void gpu_lowering::contractKernelMath(gpu::GPUModuleOp module) {
   MLIRContext *ctx = module.getContext();
