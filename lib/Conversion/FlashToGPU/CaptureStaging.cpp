@@ -42,7 +42,7 @@ static std::optional<StagedCapture> stagedCapture(const KernelSpec &spec,
     return std::nullopt;
   StagedCapture c;
   c.capture = i;
-  c.elementBytes = std::max(1u, bits / 8);
+  c.elementBytes = storedBytes(elt);
   if ((t.getDimSize(rank - 1) * c.elementBytes) % 16)
     return std::nullopt;
 
@@ -135,7 +135,7 @@ Value gpu_lowering::loadStagedCapture(ImplicitLocOpBuilder &b,
   // The column is the fragment's: a per-tile base (the tile's first key
   // plus 2·quadLane, in stagedChunkOffsets) plus 8j + e.
   int64_t k = splitConstantOffset(col).second;
-  int64_t eb = std::max<int64_t>(1, elt.getIntOrFloatBitWidth() / 8);
+  int64_t eb = storedBytes(elt);
   int64_t pair = 8 * (k / 8) * eb; // byte of column 8j in a tile row
   int64_t panel = pair / 128;
   int64_t chunk = (pair % 128) / 16;

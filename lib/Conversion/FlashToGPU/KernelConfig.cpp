@@ -138,7 +138,7 @@ static int64_t perScoreReadBytes(Region &scoreMod, int64_t numIndices) {
   for (Operation &op : scoreMod.front().without_terminator())
     if (tensor::ExtractOp ex = captureRead(&op, numIndices);
         ex && fromKey.contains(ex.getResult()))
-      bytes += std::max<int64_t>(1, ex.getType().getIntOrFloatBitWidth() / 8);
+      bytes += storedBytes(ex.getType());
   return bytes;
 }
 

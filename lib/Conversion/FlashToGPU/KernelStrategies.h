@@ -50,6 +50,11 @@ struct ChipInfo {
   int64_t typicalMultiprocessors = 0;
   bool hasWgmma() const { return sm == 90 && archSpecific; }
   bool hasMmaSync() const { return sm >= 80; }
+  /// CTAs of `smemBytes` shared memory each that fit one SM: its memory is
+  /// what one CTA may request plus the 1 KiB the driver reserves per CTA.
+  int64_t residentCTAs(int64_t smemBytes) const {
+    return (maxDynamicSmemPerBlock + 1024) / (smemBytes + 1024);
+  }
 };
 /// The chip named `sm_XY[a]`, or nullopt for a name this lowering does not
 /// know (not NVIDIA, or older than sm_70).

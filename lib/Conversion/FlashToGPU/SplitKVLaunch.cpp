@@ -254,12 +254,11 @@ LogicalResult gpu_lowering::lowerToSplitKVLaunch(
   Value splits =
       options.splitKV > 0
           ? constIdx(b, options.splitKV)
-          : splitCount(b, op, ctas,
-                       std::clamp<int64_t>(
-                           (chip.maxDynamicSmemPerBlock + 1024) /
-                               (cfg.smemBytes(spec.d, spec.dv) + 1024),
-                           1, 8),
-                       nT);
+          : splitCount(
+                b, op, ctas,
+                std::clamp<int64_t>(
+                    chip.residentCTAs(cfg.smemBytes(spec.d, spec.dv)), 1, 8),
+                nT);
   SplitPlan plan = planSplits(b, splits, nT);
   splits = plan.splits;
   Value tps = plan.tilesPerSplit, multi = plan.multi;

@@ -630,6 +630,10 @@ Value gpu_lowering::dataPointer(ImplicitLocOpBuilder &b, Value m) {
                                   toI64(b, p));
 }
 
+int64_t gpu_lowering::storedBytes(Type elt) {
+  return std::max<int64_t>(1, elt.getIntOrFloatBitWidth() / 8);
+}
+
 std::pair<Value, int64_t> gpu_lowering::splitConstantOffset(Value v) {
   APInt c;
   if (auto add = v.getDefiningOp<arith::AddIOp>();
@@ -671,7 +675,7 @@ static Value loadAlongKeys(ImplicitLocOpBuilder &b, Value mem,
   default:
     return Value();
   }
-  int64_t bytes = std::max<int64_t>(1, bits / 8);
+  int64_t bytes = storedBytes(elt);
   SmallVector<int64_t> staticStrides;
   int64_t staticOffset;
   if (failed(type.getStridesAndOffset(staticStrides, staticOffset)))

@@ -46,6 +46,8 @@ Value constIdx(ImplicitLocOpBuilder &b, int64_t v);
 Value constF32(ImplicitLocOpBuilder &b, double v);
 Value toI32(ImplicitLocOpBuilder &b, Value index);
 Value toI64(ImplicitLocOpBuilder &b, Value index);
+/// Bytes an integer or float element takes in memory (an i1 takes one).
+int64_t storedBytes(Type elt);
 /// A memref's aligned data pointer (!llvm.ptr; its offset not applied).
 Value dataPointer(ImplicitLocOpBuilder &b, Value m);
 /// A float of any width to the f32 the kernels compute in, and back: the

@@ -123,8 +123,7 @@ static void stageCaptures(const GPUKernelOptions &options, const ChipInfo &chip,
   if (options.stageCaptures == 0)
     return;
   spec.staged = stageableCaptures(spec, cfg);
-  int64_t total = SmemLayout(cfg, spec).total;
-  if ((total + 1024) * cfg.ctasPerSM > chip.maxDynamicSmemPerBlock + 1024)
+  if (chip.residentCTAs(SmemLayout(cfg, spec).total) < cfg.ctasPerSM)
     spec.staged.clear();
 }
 
@@ -340,9 +339,8 @@ static void launchDecodeForm(ImplicitLocOpBuilder &b, Operation *op,
                              Value gx, Value kBh, Value kLq, Value keyTiles,
                              Value o3, Value lse2, Value sinks, Value stream) {
   SmemLayout layout(cfg, spec);
-  int64_t resident = std::clamp<int64_t>(
-      (chip.maxDynamicSmemPerBlock + 1024) / (layout.total + 1024), 1,
-      cfg.ctasPerSM);
+  int64_t resident =
+      std::clamp<int64_t>(chip.residentCTAs(layout.total), 1, cfg.ctasPerSM);
   Value splits = options.splitKV > 0
                      ? constIdx(b, options.splitKV)
                      : splitCount(b, op, arith::MulIOp::create(b, gx, kBh),
