@@ -22,7 +22,9 @@ def split_options(options, cuda):
     if not cuda:
         return options, options
     fwd = {k: v for k, v in options.items() if not k.startswith("grad_")}
-    bwd = {k: v for k, v in options.items() if k.startswith("grad_") or k == "chip"}
+    # The chip and capture staging mean the same in both passes: both take them.
+    shared = ("chip", "stage_captures")
+    bwd = {k: v for k, v in options.items() if k.startswith("grad_") or k in shared}
     # The backward's kernel= is grad_kernel=, so each pass can pick its own.
     if "grad_kernel" in bwd:
         bwd["kernel"] = bwd.pop("grad_kernel")

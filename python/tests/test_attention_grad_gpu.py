@@ -18,7 +18,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
 import flash_mlir  # noqa: E402
-from test_attention_gpu import _compiler, _cuda  # noqa: E402
+from test_attention_gpu import _compiler, _cuda, _keep_fn  # noqa: E402
 
 
 def _case(b, hq, hkv, lq, lk, d, dv=None, dtype="bfloat16", **kw):
@@ -109,6 +109,31 @@ SCORE_MODS = {
 }
 
 
+# Captures read as cap[..., q_idx, kv_idx] whose rows are multiples of 16 bytes: the
+# wgmma backward stages 64-key x 64-query boxes of them per step in the part of the
+# dS slot each consumer warpgroup writes after reading them (16-bit elements by
+# ldmatrix.trans, booleans as bytes), and reads the buffer in blocks that cross Lq,
+# Lk or a mask edge. name -> (case, a bf16 bias of that shape, or a boolean [Lq, Lk]
+# mask tensor through score_mod): tail rows and keys, GQA, a head index, causal
+# bottom-right, D = 64 (128 query rows a step) and 128 (64).
+GRAD_STAGED_CASES = {
+    "bias-bf16-heads-gqa-d128": (_case(2, 4, 2, 300, 520, 128),
+                                 dict(bias=(2, 4, 300, 520))),
+    "bias-bf16-causal-br-d64": (_case(1, 4, 4, 700, 648, 64, causal=True,
+                                      align="bottom_right"), dict(bias=(700, 648))),
+    "mask-causal-br-d128": (_case(2, 4, 4, 300, 528, 128, causal=True,
+                                  align="bottom_right"), dict(keep=(300, 528))),
+    "mask-gqa-d64": (_case(2, 8, 2, 200, 336, 64), dict(keep=(200, 336))),
+}
+
+
+def _staged_call(mod, on):
+    if "bias" in mod:
+        return dict(bias=(mod["bias"], "bfloat16"), stage_captures=int(on))
+    return dict(score_mod=_keep_fn, score_mod_args=[(mod["keep"], "bool")],
+                stage_captures=int(on))
+
+
 def prebuild_all(cache_dir):
     os.environ["FLASH_MLIR_CACHE_DIR"] = cache_dir
     os.environ.setdefault("CUDA_HOME", "/usr/local/cuda")
@@ -127,6 +152,10 @@ def prebuild_all(cache_dir):
             extra["score_mod"] = mod["fn"][0]
             extra["score_mod_args"] = [(mod["fn"][1], "float32")]
         print(name, flash_mlir.prebuild(qs, ks, vs, dtype, grad=True, **kw, **extra))
+    for name, ((qs, ks, vs, dtype, kw), mod) in GRAD_STAGED_CASES.items():
+        for on in (True, False):
+            print(name, on, flash_mlir.prebuild(qs, ks, vs, dtype, grad=True, **kw,
+                                                **_staged_call(mod, on)))
 
 
 def _allowed(torch, lq, lk, causal=False, window=None, align="top_left", **_):
@@ -313,6 +342,50 @@ def _score_mod_case(name, capture_grads):
     eager = _mod_gradients(torch, q, k, v, do, extras, mod, scale, allowed, exact=False)
     eager = [e.to(x.dtype) for e, x in zip(eager, ours)]
     _check(torch, ours, ref[:len(ours)], eager, names=names)
+
+
+@pytest.mark.parametrize("name", list(GRAD_STAGED_CASES))
+def test_staged_captures_match_global_reads(name):
+    """dk and dv bit-identical to the backward that reads the capture from its buffer
+    (stage_captures=0; dq and a bias's gradient are sums in no fixed order), and every
+    gradient within the rule of test_score_mod_gradients."""
+    torch = _cuda()
+    (qs, ks, vs, dtype, kw), mod = GRAD_STAGED_CASES[name]
+    q, k, v, do = _inputs(torch, qs, ks, vs, dtype)
+    g = torch.Generator(device="cuda").manual_seed(int.from_bytes(os.urandom(4), "little"))
+    if "bias" in mod:
+        cap = torch.randn(*mod["bias"], device="cuda", generator=g).to(q.dtype)
+        extras = {"bias": cap}
+    else:
+        keep = torch.rand(*mod["keep"], device="cuda", generator=g) < 0.5
+        keep[:, 0] = True
+        extras = {"bias": torch.zeros(*mod["keep"], device="cuda").masked_fill(
+            ~keep, float("-inf"))}
+    runs = []
+    for on in (True, False):
+        leaves = [x.clone().requires_grad_() for x in (q, k, v)]
+        if "bias" in mod:
+            c = cap.clone().requires_grad_()
+            call = dict(bias=c)
+        else:
+            call = dict(score_mod=_keep_fn, score_mod_args=(keep,))
+        o = flash_mlir.attention(*leaves, **kw, **call, stage_captures=int(on))
+        o.backward(do)
+        torch.cuda.synchronize()
+        runs.append([x.grad for x in leaves] + ([c.grad] if "bias" in mod else []))
+    staged, loaded = runs
+    for x, y in zip(staged[1:3], loaded[1:3]):
+        assert torch.equal(x.view(torch.int16), y.view(torch.int16))
+    names = ("dq", "dk", "dv") + (("dbias",) if "bias" in mod else ())
+    scale = 1 / math.sqrt(q.shape[-1])
+    allowed = _allowed(torch, q.shape[-2], k.shape[-2], **kw)
+    ref = _mod_gradients(torch, q, k, v, do, extras, {"bias": True}, scale, allowed,
+                         exact=True)
+    eager = _mod_gradients(torch, q, k, v, do, extras, {"bias": True}, scale, allowed,
+                           exact=False)
+    n = len(names)
+    _check(torch, staged, ref[:n], [e.to(x.dtype) for e, x in zip(eager[:n], staged)],
+           names=names)
 
 
 @pytest.mark.parametrize("name", list(DETERMINISTIC))

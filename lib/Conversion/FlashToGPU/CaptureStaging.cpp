@@ -24,14 +24,13 @@ using namespace mlir;
 using namespace mlir::flash;
 using namespace mlir::flash::gpu_lowering;
 
-/// The staging of capture `i` of `spec`'s score_mod, if every read of it
-/// is `cap[lead..., q_idx, kv_idx]` with each leading index a batch index
+/// The staging of capture `i` (of type `t`) of `scoreMod`, if every read of
+/// it is `cap[lead..., q_idx, kv_idx]` with each leading index a batch index
 /// or a constant, and TMA can describe it: a static row-major memref of
 /// rank 2 to 5 whose rows are multiples of 16 bytes, of 1, 2 or 4-byte
 /// elements (a boolean is a byte).
-static std::optional<StagedCapture> stagedCapture(const KernelSpec &spec,
-                                                  unsigned i) {
-  MemRefType t = spec.captureTypes[i];
+static std::optional<StagedCapture> stagedCapture(Region &scoreMod, int64_t nb,
+                                                  MemRefType t, unsigned i) {
   Type elt = t.getElementType();
   int64_t rank = t.getRank();
   if (!elt.isIntOrFloat() || rank < 2 || rank > 5 || !t.hasStaticShape() ||
@@ -46,8 +45,7 @@ static std::optional<StagedCapture> stagedCapture(const KernelSpec &spec,
   if ((t.getDimSize(rank - 1) * c.elementBytes) % 16)
     return std::nullopt;
 
-  int64_t nb = spec.numBatchDims;
-  Block &body = spec.scoreMod->front();
+  Block &body = scoreMod.front();
   // (score, batch indices..., q_idx, kv_idx, captures...)
   BlockArgument arg = body.getArgument(nb + 3 + i);
   Value qArg = body.getArgument(nb + 1), kArg = body.getArgument(nb + 2);
@@ -95,9 +93,36 @@ gpu_lowering::stageableCaptures(const KernelSpec &spec,
       spec.packedGroup > 1)
     return staged;
   for (unsigned i = 0; i < spec.captureTypes.size(); ++i)
-    if (std::optional<StagedCapture> c = stagedCapture(spec, i);
+    if (std::optional<StagedCapture> c = stagedCapture(
+            *spec.scoreMod, spec.numBatchDims, spec.captureTypes[i], i);
         c && (cfg.blockN * c->elementBytes) % 128 == 0)
       staged.push_back(*c);
+  return staged;
+}
+
+SmallVector<GradStagedCapture>
+gpu_lowering::gradStageableCaptures(const GradKernelConfig &cfg,
+                                    int64_t numBatchDims,
+                                    ArrayRef<MemRefType> captureTypes) {
+  SmallVector<GradStagedCapture> staged;
+  if (!cfg.wgmma || !cfg.scoreMod || !cfg.stageCaptures)
+    return staged;
+  // A box shares the 8 KiB a warpgroup's dSᵀ rows take in one 64-row
+  // panel of the slot: one 16-bit capture or two boolean / 8-bit ones. A
+  // 32-bit element has no ldmatrix and two of its boxes would not fit.
+  const int64_t area = kGradWgKeys * 128;
+  int64_t offset = 0;
+  for (unsigned i = 0; i < captureTypes.size(); ++i) {
+    std::optional<StagedCapture> c =
+        stagedCapture(*cfg.scoreMod, numBatchDims, captureTypes[i], i);
+    if (!c || c->elementBytes > 2)
+      continue;
+    GradStagedCapture g{*c, offset};
+    if (offset + g.boxBytes() > area)
+      continue;
+    offset += g.boxBytes();
+    staged.push_back(g);
+  }
   return staged;
 }
 

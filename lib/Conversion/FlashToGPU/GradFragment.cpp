@@ -33,13 +33,15 @@ GradScoreModArgs gpu_lowering::gradScoreModArgs(Block &entry,
   if (!cfg.scoreMod)
     return args;
   args.region = cfg.scoreMod;
+  // The score_mod's arguments, then the staged captures' descriptors.
   unsigned n = cfg.scoreModArgTypes.size();
-  unsigned i = entry.getNumArguments() - n;
+  unsigned end = entry.getNumArguments() - cfg.staged.size();
+  unsigned i = end - n;
   for (size_t c = 0; c < cfg.captureHasGrad.size(); ++c)
     args.captures.push_back(entry.getArgument(i++));
   for (bool g : cfg.captureHasGrad)
     args.grads.push_back(g ? entry.getArgument(i++) : Value());
-  for (; i < entry.getNumArguments(); ++i)
+  for (; i < end; ++i)
     args.batchSizes.push_back(entry.getArgument(i));
   return args;
 }
@@ -54,8 +56,8 @@ GradFragment::GradFragment(const GradKernelConfig &cfg,
 GradFragment::Element GradFragment::element(ImplicitLocOpBuilder &b, Value s,
                                             Value dp, Value lse2, Value delta,
                                             Value key, Value query,
-                                            int64_t keySlot,
-                                            int64_t querySlot) {
+                                            int64_t keySlot, int64_t querySlot,
+                                            ArrayRef<Value> staged) {
   Value negLse = arith::NegFOp::create(b, lse2);
   if (!mod) {
     Value x = exp2Approx(
@@ -75,8 +77,14 @@ GradFragment::Element GradFragment::element(ImplicitLocOpBuilder &b, Value s,
                          .getResult()
                    : key;
   ArrayRef<Value> captures = mod->captures;
+  unsigned firstCapture =
+      mod->region->front().getNumArguments() - captures.size();
   auto read = [&](OpBuilder &ob, Location, tensor::ExtractOp ex,
-                  ValueRange idx) {
+                  ValueRange idx) -> Value {
+    unsigned c =
+        cast<BlockArgument>(ex.getTensor()).getArgNumber() - firstCapture;
+    if (c < staged.size() && staged[c])
+      return staged[c];
     return loadCapture(ob, captures, ex, idx);
   };
   Value t = arith::MulFOp::create(b, s, constF32(b, cfg.scale));

@@ -174,6 +174,7 @@ gpu_lowering::gradKernelConfig(AttentionGradOp op,
     // registers; at D = 64 there is room for 128.
     cfg.blockQueries = cfg.d == 64 ? 128 : 64;
     cfg.bulkReduceDq = true;
+    cfg.stageCaptures = options.stageCaptures != 0;
     return cfg;
   }
   // Wide heads hold full-width K, V, Q and dO tiles in shared memory: 64
@@ -218,6 +219,12 @@ LogicalResult gpu_lowering::lowerAttentionGrad(RewriterBase &rewriter,
   GradKernelConfig cfg = layout;
   MLIRContext *ctx = op.getContext();
   Location loc = op.getLoc();
+  {
+    SmallVector<MemRefType> captureTypes;
+    for (Value c : bufs.captures)
+      captureTypes.push_back(cast<MemRefType>(c.getType()));
+    cfg.staged = gradStageableCaptures(cfg, op.getNumBatchDims(), captureTypes);
+  }
   Value stream = streamArgument(op);
   OpBuilder::InsertionGuard guard(rewriter);
   rewriter.setInsertionPoint(op);
@@ -363,6 +370,13 @@ LogicalResult gpu_lowering::lowerAttentionGrad(RewriterBase &rewriter,
         mainArgs.push_back(dataPointer(b, m));
       mainArgs.append({lq, lk, lqPad, group, kvbhCount});
       mainArgs.append(scoreModArgs);
+      for (const GradStagedCapture &c : cfg.staged) {
+        Value m = bufs.captures[c.read.capture];
+        SmallVector<int64_t> box(cast<MemRefType>(m.getType()).getRank() - 2,
+                                 1);
+        box.append({kGradWgKeys, kGradWgKeys});
+        mainArgs.push_back(tmaDescriptor(b, m, box, c.rowBytes()));
+      }
     }
     Value ctas = arith::CeilDivSIOp::create(b, lk, constIdx(b, cfg.blockKeys));
     if (cfg.colSplit > 1)

@@ -42,8 +42,6 @@ using namespace mlir::flash;
 using namespace mlir::flash::gpu_lowering;
 
 namespace {
-/// Keys per consumer warpgroup (the wgmma M).
-constexpr int64_t kWgKeys = 64;
 /// f32 padding of a dQ staging row: a warp's 8-byte fragment stores then
 /// take two conflict-free wavefronts.
 constexpr int64_t kStagePad = 8;
@@ -78,7 +76,7 @@ struct GradWgmmaSmem {
     rowStage = br * 4;
     delta = lse + 2 * rowStage;
     dq = delta + 2 * rowStage;
-    dqWarpgroup = kWgKeys * (DqShare(c).cols + kStagePad) * 4;
+    dqWarpgroup = kGradWgKeys * (DqShare(c).cols + kStagePad) * 4;
     bars = dq + 2 * dqWarpgroup;
     // kvFull, qFull[2], qEmpty[2]; 1 KiB of slack to align the base.
     total = bars + 5 * 8 + 1024;
@@ -126,6 +124,58 @@ static Value descPlus(ImplicitLocOpBuilder &b, Value desc, Value bytes) {
   return LLVM::AddOp::create(
       b, desc, toI64(b, arith::DivUIOp::create(b, bytes, constIdx(b, 16))));
 }
+/// Element `i` of the thread's fragment (query column 8·(i/4) + i%2, key
+/// row half (i%4)/2) of each staged capture, indexed by capture (null where
+/// not staged). `boxAt(c, off, thread)` is the address of byte `off` plus
+/// the thread's offset in c's box for the element's 64 query rows. A 16-bit
+/// box loads 16 query columns of both key halves at once (elements 8m to
+/// 8m + 7, one ldmatrix.x4.trans kept in `ldm`), a byte box one element.
+static SmallVector<Value> stagedElements(
+    ImplicitLocOpBuilder &b, const GradKernelConfig &cfg, int64_t i,
+    function_ref<Value(const GradStagedCapture &, int64_t, Value)> boxAt,
+    Value ldmOffset, const Value byteOffset[2],
+    SmallVector<SmallVector<Value, 4>> &ldm) {
+  MLIRContext *ctx = b.getContext();
+  Block &body = cfg.scoreMod->front();
+  unsigned captures = cfg.captureHasGrad.size();
+  unsigned first = body.getNumArguments() - captures;
+  SmallVector<Value> out(captures);
+  int64_t n8 = i / 4, e = i % 4, h = e / 2;
+  int64_t row = 8 * (n8 % 8); // the 8 queries' first row in their box
+  for (auto [s, c] : llvm::enumerate(cfg.staged)) {
+    Type elt =
+        cast<ShapedType>(body.getArgument(first + c.read.capture).getType())
+            .getElementType();
+    Value x;
+    if (c.read.elementBytes == 2) {
+      if (i % 8 == 0) {
+        Type i32 = b.getI32Type();
+        Value m = NVVM::LdMatrixOp::create(
+            b, LLVM::LLVMStructType::getLiteral(ctx, {i32, i32, i32, i32}),
+            boxAt(c, row * 128, ldmOffset), 4, NVVM::MMALayout::col,
+            NVVM::LdStMatrixShapeAttr::get(ctx, 8, 8),
+            NVVM::LdStMatrixEltType::B16);
+        ldm[s].clear();
+        for (int64_t r = 0; r < 4; ++r)
+          ldm[s].push_back(LLVM::ExtractValueOp::create(b, m, r));
+      }
+      Value pair = LLVM::BitcastOp::create(b, VectorType::get({2}, elt),
+                                           ldm[s][2 * ((i % 8) / 4) + h]);
+      x = LLVM::ExtractElementOp::create(b, pair, constI32(b, e % 2));
+    } else {
+      x = LLVM::LoadOp::create(b, b.getI8Type(),
+                               boxAt(c, (row + e % 2) * 64, byteOffset[h]),
+                               /*alignment=*/1);
+      if (elt.isInteger(1))
+        x = arith::TruncIOp::create(b, elt, x);
+      else if (elt != x.getType())
+        x = arith::BitcastOp::create(b, elt, x);
+    }
+    out[c.read.capture] = x;
+  }
+  return out;
+}
+
 gpu::GPUFuncOp gpu_lowering::buildGradWgmmaKernel(OpBuilder &ob, Location loc,
                                                   gpu::GPUModuleOp module,
                                                   const GradKernelConfig &cfg) {
@@ -143,6 +193,7 @@ gpu::GPUFuncOp gpu_lowering::buildGradWgmmaKernel(OpBuilder &ob, Location loc,
   SmallVector<Type> argTypes(9, ptrTy);
   argTypes.append(5, b.getIndexType());
   argTypes.append(cfg.scoreModArgTypes.begin(), cfg.scoreModArgTypes.end());
+  argTypes.append(cfg.staged.size(), ptrTy);
   auto fn = gpu::GPUFuncOp::create(b, "kernel",
                                    FunctionType::get(ctx, argTypes, {}));
   fn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
@@ -162,6 +213,7 @@ gpu::GPUFuncOp gpu_lowering::buildGradWgmmaKernel(OpBuilder &ob, Location loc,
         lk = entry.getArgument(10), lqPad = entry.getArgument(11),
         group = entry.getArgument(12), kvbhCount = entry.getArgument(13);
   GradScoreModArgs modArgs = gradScoreModArgs(entry, cfg);
+  ValueRange stagedMaps = entry.getArguments().take_back(cfg.staged.size());
 
   Value zero = constIdx(b, 0), one = constIdx(b, 1);
   Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
@@ -196,6 +248,15 @@ gpu::GPUFuncOp gpu_lowering::buildGradWgmmaKernel(OpBuilder &ob, Location loc,
                       ib, arith::DivUIOp::create(ib, it, constIdx(ib, 2)),
                       constIdx(ib, 2))));
   };
+  // A staged capture's box for consumer warpgroup `wgc` and the 64 query
+  // rows `qh` of a step: in the rows of the slot's dSᵀ panel `qh` that
+  // warpgroup writes (the 128-byte rows of its 64 keys).
+  auto stagedBox = [&](const GradStagedCapture &c, int64_t qh) {
+    return L.ds + qh * Bc * 128 + c.offset;
+  };
+  int64_t stagedBytes = 0;
+  for (const GradStagedCapture &c : cfg.staged)
+    stagedBytes += Br * Bc * c.read.elementBytes;
   auto globalAt = [&](ImplicitLocOpBuilder &ib, Value ptr, Type t, Value idx) {
     return LLVM::GEPOp::create(ib, ptrTy, t, ptr, ValueRange{toI64(ib, idx)})
         .getResult();
@@ -260,7 +321,8 @@ gpu::GPUFuncOp gpu_lowering::buildGradWgmmaKernel(OpBuilder &ob, Location loc,
       mbarWait(b, at(b, L.qEmpty(0), mul(b, st, 8)),
                arith::XOrIOp::create(b, parity, constI32(b, 1)));
     }
-    mbarArriveExpectTx(b, full, L.qStage + L.doStage + 2 * L.rowStage);
+    mbarArriveExpectTx(b, full,
+                       L.qStage + L.doStage + 2 * L.rowStage + stagedBytes);
     auto [bh, q0] = stepBlock(b, it);
     for (int64_t p = 0; p < D / 64; ++p)
       tmaLoad(b, at(b, L.q + p * Br * 128, mul(b, st, L.qStage)), tmaQ,
@@ -281,6 +343,27 @@ gpu::GPUFuncOp gpu_lowering::buildGradWgmmaKernel(OpBuilder &ob, Location loc,
                            globalAt(b, src, b.getF32Type(), row),
                            constI32(b, L.rowStage), sharedAddress32(b, full)},
                 "r,l,r,r");
+    // Staged captures: per consumer warpgroup and 64 query rows, the box of
+    // its keys; coordinates innermost first (key, query, leading indices).
+    SmallVector<Value> batchIdx;
+    if (!cfg.staged.empty())
+      batchIdx = batchIndices(b, bh, modArgs.batchSizes);
+    for (auto [c, map] : llvm::zip(cfg.staged, stagedMaps)) {
+      SmallVector<Value> lead;
+      for (auto [dim, k] : llvm::zip(c.read.leadBatchDim, c.read.leadConstant))
+        lead.push_back(toI32(b, dim >= 0 ? batchIdx[dim] : constIdx(b, k)));
+      for (int64_t wgc = 0; wgc < Bc / kGradWgKeys; ++wgc)
+        for (int64_t qh = 0; qh < Br / kGradWgKeys; ++qh) {
+          SmallVector<Value> coords = {
+              toI32(b, add(b, k0, constIdx(b, wgc * kGradWgKeys))),
+              toI32(b, add(b, q0, constIdx(b, qh * kGradWgKeys)))};
+          coords.append(lead.rbegin(), lead.rend());
+          tmaLoad(b,
+                  at(b, stagedBox(c, qh) + wgc * kGradWgKeys * 128,
+                     mul(b, st, L.dsStage)),
+                  map, coords, full);
+        }
+    }
   }
 
   //===-- Consumers --------------------------------------------------------===//
@@ -298,7 +381,7 @@ gpu::GPUFuncOp gpu_lowering::buildGradWgmmaKernel(OpBuilder &ob, Location loc,
   Value wgRow[2];
   wgRow[0] = add(b, mul(b, warp, 16), quad);
   wgRow[1] = add(b, wgRow[0], constIdx(b, 8));
-  Value wgKey0 = add(b, k0, mul(b, c, kWgKeys));
+  Value wgKey0 = add(b, k0, mul(b, c, kGradWgKeys));
   Value keys[2] = {add(b, wgKey0, wgRow[0]), add(b, wgKey0, wgRow[1])};
 
   // Descriptors. K-major operands (K, V as A of Sᵀ / dPᵀ; Q, dO as their B)
@@ -306,9 +389,9 @@ gpu::GPUFuncOp gpu_lowering::buildGradWgmmaKernel(OpBuilder &ob, Location loc,
   // operands (dO, Q as B of dV / dK; dSᵀ as A and K as B of dQ) advance 16
   // rows (2 KiB) per k16, their panels rows·128 B apart.
   Value kA = descPlus(b, wgmmaDescriptor(b, at(b, L.k), Bc * 128, 1024),
-                      mul(b, c, kWgKeys * 128));
+                      mul(b, c, kGradWgKeys * 128));
   Value vA = descPlus(b, wgmmaDescriptor(b, at(b, L.v), Bc * 128, 1024),
-                      mul(b, c, kWgKeys * 128));
+                      mul(b, c, kGradWgKeys * 128));
   Value qDesc = wgmmaDescriptor(b, at(b, L.q), Br * 128, 1024);
   Value doDesc = wgmmaDescriptor(b, at(b, L.dO), Br * 128, 1024);
   Value dsDesc = wgmmaDescriptor(b, at(b, L.ds), Bc * 128, 1024);
@@ -323,6 +406,31 @@ gpu::GPUFuncOp gpu_lowering::buildGradWgmmaKernel(OpBuilder &ob, Location loc,
     kB = descPlus(b, kB, mul(b, c, (share.cols / 64) * Bc * 128));
   Value dqIssuer =
       arith::CmpIOp::create(b, arith::CmpIPredicate::ult, ctid, constIdx(b, 64));
+  // The thread's byte offsets in a staged box (rows = 64 queries, columns =
+  // the warpgroup's 64 keys), once per thread. 16-bit elements: ldmatrix
+  // .trans gives a thread the pairs of queries (2·(lane%4), +1) of key
+  // lane/4 of an 8x8 block, the accumulator's own; lane l addresses row
+  // l%8 of block l/8 = (row half of the keys, +8 queries), at 16-byte
+  // chunk (2·warp + half) ^ (row % 8) under the 128-byte swizzle. Bytes:
+  // the thread's key of each row half at query row 2·(lane%4), whose
+  // 16-byte chunk the 64-byte swizzle XORs with (row / 2) % 4 = lane % 4.
+  Value stagedLdm, stagedByte[2];
+  if (!cfg.staged.empty()) {
+    Value l8 = arith::RemUIOp::create(b, lane, constIdx(b, 8));
+    Value blk = arith::DivUIOp::create(b, lane, constIdx(b, 8));
+    Value blkHalf = arith::RemUIOp::create(b, blk, constIdx(b, 2));
+    Value blkQuery = arith::DivUIOp::create(b, blk, constIdx(b, 2));
+    Value chunk =
+        arith::XOrIOp::create(b, add(b, mul(b, warp, 2), blkHalf), l8);
+    stagedLdm =
+        add(b, mul(b, add(b, mul(b, blkQuery, 8), l8), 128), mul(b, chunk, 16));
+    Value lane4 = arith::RemUIOp::create(b, lane, constIdx(b, 4));
+    Value keyChunk = arith::XOrIOp::create(b, warp, lane4);
+    for (int64_t h = 0; h < 2; ++h)
+      stagedByte[h] =
+          add(b, add(b, mul(b, lane4, 2 * 64), mul(b, keyChunk, 16)),
+              add(b, quad, constIdx(b, 8 * h)));
+  }
   Value stage = at(b, L.dq, mul(b, c, L.dqWarpgroup));
 
   mbarWait(b, at(b, L.kvFull()), constI32(b, 0));
@@ -385,9 +493,19 @@ gpu::GPUFuncOp gpu_lowering::buildGradWgmmaKernel(OpBuilder &ob, Location loc,
     if (cfg.scoreMod)
       batchIdx = batchIndices(b, bh, modArgs.batchSizes);
     const int64_t n = Br / 2;
-    Value needsMask = tileNeedsElementMask(b, cfg.mask, wgKey0, kWgKeys, q0,
-                                           add(b, q0, constIdx(b, Br - 1)),
-                                           lk, diagOff);
+    Value needsMask =
+        tileNeedsElementMask(b, cfg.mask, wgKey0, kGradWgKeys, q0,
+                             add(b, q0, constIdx(b, Br - 1)), lk, diagOff);
+    // A staged box holds TMA's zeros past Lq where the buffer's reads are
+    // clamped to the last row: a block that crosses Lq reads the buffer.
+    if (!cfg.staged.empty())
+      needsMask = arith::OrIOp::create(
+          b, needsMask,
+          arith::CmpIOp::create(b, arith::CmpIPredicate::sgt,
+                                add(b, q0, constIdx(b, Br)), lq));
+    // This warpgroup's staging area in slot `st`.
+    Value area = add(b, mul(b, st, L.dsStage), mul(b, c, kGradWgKeys * 128));
+    SmallVector<SmallVector<Value, 4>> ldm(cfg.staged.size());
     std::pair<Value, Value> lsePair, deltaPair;
     auto [p, ds] = buildGradFragment(
         b, cfg, &modArgs, batchIdx, lq, lk, needsMask, n,
@@ -397,6 +515,15 @@ gpu::GPUFuncOp gpu_lowering::buildGradWgmmaKernel(OpBuilder &ob, Location loc,
             lsePair = colPair(L.lse, n8);
             deltaPair = colPair(L.delta, n8);
           }
+          SmallVector<Value> staged;
+          if (!frag.isMasked() && !cfg.staged.empty())
+            staged = stagedElements(
+                b, cfg, i,
+                [&](const GradStagedCapture &sc, int64_t off, Value thread) {
+                  return at(b, stagedBox(sc, n8 / 8) + off,
+                            add(b, area, thread));
+                },
+                stagedLdm, stagedByte, ldm);
           int64_t h = AccumulatorLayout::rowHalf(i);
           Value query = add(
               b, q0, add(b, laneColL, constIdx(b, AccumulatorLayout::column(i))));
@@ -404,7 +531,7 @@ gpu::GPUFuncOp gpu_lowering::buildGradWgmmaKernel(OpBuilder &ob, Location loc,
                               LLVM::ExtractValueOp::create(b, dpAcc, i),
                               e % 2 ? lsePair.second : lsePair.first,
                               e % 2 ? deltaPair.second : deltaPair.first,
-                              keys[h], query, h, 2 * n8 + e % 2);
+                              keys[h], query, h, 2 * n8 + e % 2, staged);
         });
 
     // dV += Pᵀ dO and dK += dSᵀ Q: the registers as A, B MN-major.
@@ -417,11 +544,17 @@ gpu::GPUFuncOp gpu_lowering::buildGradWgmmaKernel(OpBuilder &ob, Location loc,
                    descPlus(b, qSt, kb * 16 * 128), D, elem);
     }
     NVVM::WgmmaGroupSyncAlignedOp::create(b);
+    // The warpgroup's staged boxes are read (into P and dS): its dSᵀ may
+    // overwrite them.
+    if (!cfg.staged.empty())
+      NVVM::BarrierOp::create(b, Type(), toI32(b, add(b, c, constIdx(b, 2))),
+                              constI32(b, 128), NVVM::BarrierReductionAttr(),
+                              Value());
 
     // dSᵀ into slot `st` of its tile, as the 128-byte swizzle lays it out:
     // the 16-byte chunk j of row r sits at chunk j ^ (r % 8).
-    Value dsRow[2] = {add(b, mul(b, c, kWgKeys), wgRowL[0]),
-                      add(b, mul(b, c, kWgKeys), wgRowL[1])};
+    Value dsRow[2] = {add(b, mul(b, c, kGradWgKeys), wgRowL[0]),
+                      add(b, mul(b, c, kGradWgKeys), wgRowL[1])};
     for (int64_t n8 = 0; n8 < Br / 8; ++n8)
       for (int64_t h = 0; h < 2; ++h) {
         int64_t i = 4 * n8 + 2 * h;

@@ -349,9 +349,10 @@ gpu::GPUFuncOp buildWgmmaKernel(OpBuilder &b, Location loc,
 /// (box rows x 1 x 64: the same rows x 64 tile in shared memory).
 Value tmaDescriptor(ImplicitLocOpBuilder &b, Value m3, int64_t rows,
                     bool packed = false);
-/// The same for boxes of shape `box` (one 128-byte row innermost) of any
-/// memref of rank 1 to 5.
-Value tmaDescriptor(ImplicitLocOpBuilder &b, Value m, ArrayRef<int64_t> box);
+/// The same for boxes of shape `box` (one row of `swizzleBytes`, 128 or 64,
+/// innermost, swizzled at that span) of any memref of rank 1 to 5.
+Value tmaDescriptor(ImplicitLocOpBuilder &b, Value m, ArrayRef<int64_t> box,
+                    int64_t swizzleBytes = 128);
 /// The rank-3 tensors a kernel's TMA descriptors describe: `a` and `b3`, or,
 /// when they have no row (`rows` = 0), `standIn` for both: a non-empty tensor
 /// of their element type (a descriptor needs one), never read then. Its
@@ -678,6 +679,23 @@ FailureOr<GradOperandBuffers> gradOperandBuffers(AttentionGradOp op);
 /// query head of its group. The mma.sync kernel (GradKernel.cpp) gives each
 /// warp 16 keys; the wgmma kernel (GradWgmmaKernel.cpp) a producer
 /// warpgroup and two consumer warpgroups of 64 keys each.
+/// Keys per consumer warpgroup of the backward's wgmma kernel (its wgmma
+/// M), and the side of a staged capture box there.
+constexpr int64_t kGradWgKeys = 64;
+
+/// A capture the backward's wgmma producer stages per step
+/// (CaptureStaging.cpp): boxes of 64 keys by 64 query rows, each in the
+/// part of the step's dSᵀ slot that the consumer warpgroup owning those
+/// keys writes only after it has read the box, `offset` bytes into it.
+/// Rows of 64 elements: the 128-byte swizzle for 16-bit elements, the
+/// 64-byte one for bytes.
+struct GradStagedCapture {
+  StagedCapture read;
+  int64_t offset = 0;
+  int64_t rowBytes() const { return kGradWgKeys * read.elementBytes; }
+  int64_t boxBytes() const { return kGradWgKeys * rowBytes(); }
+};
+
 struct GradKernelConfig {
   Type elem;                  // bf16 or f16
   int64_t d = 0, dv = 0;      // head dims
@@ -698,6 +716,12 @@ struct GradKernelConfig {
   Region *scoreMod = nullptr;
   SmallVector<bool> captureHasGrad;
   SmallVector<Type> scoreModArgTypes;
+  /// Whether captures may be staged in shared memory (stage-captures; the
+  /// wgmma kernel), and those that are (lowerAttentionGrad, from the
+  /// capture buffers' types): the kernel's last arguments are their TMA
+  /// descriptors.
+  bool stageCaptures = false;
+  SmallVector<GradStagedCapture> staged;
   int64_t warps() const { return wgmma ? 12 : blockKeys / 16; }
   int64_t threads() const { return 32 * warps(); }
   /// Query-row padding of the f32 side buffers (lse·log2 e, rowsum(dO ∘ O),
@@ -706,6 +730,13 @@ struct GradKernelConfig {
   static constexpr int64_t kRowPad = 128;
   int64_t smemBytes() const;
 };
+/// (CaptureStaging.cpp) The captures of `cfg`'s score_mod (of buffer types
+/// `captureTypes`) the backward's wgmma kernel stages per step
+/// (GradStagedCapture): 16-bit and 8-bit elements, as many as fit a warpgroup's
+/// 8 KiB of the dSᵀ slot.
+SmallVector<GradStagedCapture>
+gradStageableCaptures(const GradKernelConfig &cfg, int64_t numBatchDims,
+                      ArrayRef<MemRefType> captureTypes);
 /// The layout for `op` under `options`, or why the backward kernel cannot
 /// take it (the chip, element types, head dims, a score_mod).
 FailureOr<GradKernelConfig> gradKernelConfig(AttentionGradOp op,
@@ -741,9 +772,13 @@ public:
   /// Element (key, query) with score s, dP value dp and its query's
   /// lse·log2 e and delta. `keySlot` and `querySlot` number the thread's
   /// distinct keys and queries: elements that share one share the index.
+  /// `staged`, per capture, the element read from a staged tile (null: from
+  /// the capture's buffer).
   Element element(ImplicitLocOpBuilder &b, Value s, Value dp, Value lse2,
                   Value delta, Value key, Value query, int64_t keySlot,
-                  int64_t querySlot);
+                  int64_t querySlot, ArrayRef<Value> staged = {});
+  /// Whether this is the element-masked branch's fragment.
+  bool isMasked() const { return masked; }
   /// Adds the gathered capture gradients to their accumulators, summed
   /// first over the elements that read one capture element (and over the
   /// warp where all of its lanes read the same one). The warp must be

@@ -37,7 +37,8 @@ Value gpu_lowering::tmaDescriptor(ImplicitLocOpBuilder &b, Value m3,
 /// the unranked descriptor), with the data type NVGPU's lowering has no
 /// entry for (it maps i1 to another type).
 static Value byteTmaDescriptor(ImplicitLocOpBuilder &b, Value unranked,
-                               ArrayRef<int64_t> boxShape) {
+                               ArrayRef<int64_t> boxShape,
+                               int64_t swizzleBytes) {
   MLIRContext *ctx = b.getContext();
   Type i64 = b.getI64Type();
   auto ptrTy = LLVM::LLVMPointerType::get(ctx);
@@ -64,28 +65,35 @@ static Value byteTmaDescriptor(ImplicitLocOpBuilder &b, Value unranked,
         b, constI64(b, size),
         LLVM::GEPOp::create(b, ptrTy, i64, box,
                             ArrayRef<LLVM::GEPArg>{int32_t(d)}));
-  // CU_TENSOR_MAP_DATA_TYPE_UINT8, no interleave, 128-byte swizzle, 256-byte
-  // L2 promotion, zeros out of bounds.
-  return LLVM::CallOp::create(
-             b, fnTy, kEncoder,
-             ValueRange{rank, ranked, constI64(b, 0), constI64(b, 0),
-                        constI64(b, 3), constI64(b, 3), constI64(b, 0), box})
+  // CU_TENSOR_MAP_DATA_TYPE_UINT8, no interleave, the 128- or 64-byte
+  // swizzle (CU_TENSOR_MAP_SWIZZLE_128B = 3, _64B = 2), 256-byte L2
+  // promotion, zeros out of bounds.
+  int64_t swizzle = swizzleBytes == 128 ? 3 : 2;
+  return LLVM::CallOp::create(b, fnTy, kEncoder,
+                              ValueRange{rank, ranked, constI64(b, 0),
+                                         constI64(b, 0), constI64(b, swizzle),
+                                         constI64(b, 3), constI64(b, 0), box})
       .getResult();
 }
 
 Value gpu_lowering::tmaDescriptor(ImplicitLocOpBuilder &b, Value m,
-                                  ArrayRef<int64_t> boxShape) {
+                                  ArrayRef<int64_t> boxShape,
+                                  int64_t swizzleBytes) {
+  assert((swizzleBytes == 128 || swizzleBytes == 64) &&
+         "the kernels read 128- or 64-byte swizzled rows");
   MLIRContext *ctx = b.getContext();
   auto t = cast<MemRefType>(m.getType());
   Type elem = t.getElementType();
   Value unranked =
       memref::CastOp::create(b, UnrankedMemRefType::get(elem, Attribute()), m);
   if (elem.isInteger(1))
-    return byteTmaDescriptor(b, unranked, boxShape);
+    return byteTmaDescriptor(b, unranked, boxShape, swizzleBytes);
   auto box = MemRefType::get(boxShape, elem, MemRefLayoutAttrInterface(),
                              b.getI64IntegerAttr(3));
   auto descTy = nvgpu::TensorMapDescriptorType::get(
-      ctx, box, nvgpu::TensorMapSwizzleKind::SWIZZLE_128B,
+      ctx, box,
+      swizzleBytes == 128 ? nvgpu::TensorMapSwizzleKind::SWIZZLE_128B
+                          : nvgpu::TensorMapSwizzleKind::SWIZZLE_64B,
       nvgpu::TensorMapL2PromoKind::L2PROMO_256B,
       nvgpu::TensorMapOOBKind::OOB_ZERO,
       nvgpu::TensorMapInterleaveKind::INTERLEAVE_NONE);
