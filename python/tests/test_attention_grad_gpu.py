@@ -119,8 +119,8 @@ SCORE_MODS = {
 GRAD_STAGED_CASES = {
     "bias-bf16-heads-gqa-d128": (_case(2, 4, 2, 300, 520, 128),
                                  dict(bias=(2, 4, 300, 520))),
-    "bias-bf16-causal-br-d64": (_case(1, 4, 4, 700, 648, 64, causal=True,
-                                      align="bottom_right"), dict(bias=(700, 648))),
+    "bias-bf16-causal-br-d64": (_case(1, 4, 4, 648, 712, 64, causal=True,
+                                      align="bottom_right"), dict(bias=(648, 712))),
     "mask-causal-br-d128": (_case(2, 4, 4, 300, 528, 128, causal=True,
                                   align="bottom_right"), dict(keep=(300, 528))),
     "mask-gqa-d64": (_case(2, 8, 2, 200, 336, 64), dict(keep=(200, 336))),

@@ -87,11 +87,38 @@ GradFragment::Element GradFragment::element(ImplicitLocOpBuilder &b, Value s,
       return staged[c];
     return loadCapture(ob, captures, ex, idx);
   };
+  // Static lengths bound the indices: a conversion of them to f32 (ALiBi's
+  // distance) is exact f32 arithmetic on copies of the element's query
+  // (its step's base converted once, plus a constant) and key (the
+  // thread's, fixed for the walk), not an I2F of a 64-bit integer per
+  // element on the unit the exponent takes. Rows and keys past the lengths
+  // are at most a block past them.
+  constexpr int64_t kPadding = 1024;
+  std::optional<IndexFloats> floats;
+  if (cfg.indexBound > 0 && cfg.indexBound + kPadding < (int64_t(1) << 24) &&
+      llvm::any_of(mod->region->front().without_terminator(),
+                   [](Operation &op) { return isa<arith::SIToFPOp>(op); })) {
+    auto [qBase, qOff] = splitConstantOffset(query);
+    Value iF = indexToF32(b, qBase);
+    if (qOff)
+      iF = arith::AddFOp::create(b, iF, constF32(b, double(qOff)));
+    iF = arith::MinNumFOp::create(
+        b, iF, indexToF32(b, arith::SubIOp::create(b, lq, one)));
+    Value jF = indexToF32(b, key);
+    if (masked)
+      jF = arith::MinNumFOp::create(
+          b, jF, indexToF32(b, arith::SubIOp::create(b, lk, one)));
+    floats = IndexFloats{iF, jF, cfg.indexBound + kPadding};
+  }
   Value t = arith::MulFOp::create(b, s, constF32(b, cfg.scale));
+  IRMapping clones;
   FailureOr<ScoreModGradient> g = buildScoreModGradient(
-      b, b.getLoc(), *mod->region, ValueRange(), t, batchIdx, i, j, read);
+      b, b.getLoc(), *mod->region, ValueRange(), t, batchIdx, i, j, read,
+      &clones);
   // The op's verifier proved the region differentiable.
   assert(succeeded(g) && "score_mod without a derivative");
+  if (floats)
+    foldIndexConversions(b, *mod->region, clones, i, j, *floats);
   Value x = exp2Approx(
       b, math::FmaOp::create(b, g->score, constF32(b, M_LOG2E), negLse));
   if (masked)

@@ -467,10 +467,11 @@ gpu::GPUFuncOp gpu_lowering::buildGradKernel(OpBuilder &ob, Location loc,
         auto [p, ds] = buildGradFragment(
             ib, cfg, &modArgs, batchIdx, lq, lk, needsMask, s.size(),
             [&](GradFragment &frag, int64_t i) {
+              // The step's base plus a constant (GradFragment converts the
+              // base to f32 once).
               Value query = arith::AddIOp::create(
-                  ib, q0,
-                  arith::AddIOp::create(
-                      ib, t2, constIdx(ib, AccumulatorLayout::column(i))));
+                  ib, arith::AddIOp::create(ib, q0, t2),
+                  constIdx(ib, AccumulatorLayout::column(i)));
               int64_t h = AccumulatorLayout::rowHalf(i);
               return frag.element(ib, s[i], dp[i], lseCols[colOf(i)],
                                   deltaCols[colOf(i)], keys[h], query, h,

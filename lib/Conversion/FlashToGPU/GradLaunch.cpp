@@ -163,6 +163,10 @@ gpu_lowering::gradKernelConfig(AttentionGradOp op,
     cfg.colSplit = 2;
   cfg.mask = op.getMaskOrNone();
   cfg.scale = op.getScale().convertToDouble();
+  int64_t lqStatic = op.getQueryType().getDimSize(nb),
+          lkStatic = op.getKeyType().getDimSize(nb);
+  if (!ShapedType::isDynamic(lqStatic) && !ShapedType::isDynamic(lkStatic))
+    cfg.indexBound = std::max(lqStatic, lkStatic);
   std::string wgmmaWhy;
   bool wgmmaFits = gradWgmmaFits(cfg, options, chip, wgmmaWhy);
   if (options.kernel == "wgmma" && !wgmmaFits)

@@ -525,8 +525,10 @@ gpu::GPUFuncOp gpu_lowering::buildGradWgmmaKernel(OpBuilder &ob, Location loc,
                 },
                 stagedLdm, stagedByte, ldm);
           int64_t h = AccumulatorLayout::rowHalf(i);
-          Value query = add(
-              b, q0, add(b, laneColL, constIdx(b, AccumulatorLayout::column(i))));
+          // The step's base plus a constant (GradFragment converts the
+          // base to f32 once).
+          Value query = add(b, add(b, q0, laneColL),
+                            constIdx(b, AccumulatorLayout::column(i)));
           return frag.element(b, LLVM::ExtractValueOp::create(b, sAcc, i),
                               LLVM::ExtractValueOp::create(b, dpAcc, i),
                               e % 2 ? lsePair.second : lsePair.first,

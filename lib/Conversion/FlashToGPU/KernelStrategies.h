@@ -722,6 +722,9 @@ struct GradKernelConfig {
   /// descriptors.
   bool stageCaptures = false;
   SmallVector<GradStagedCapture> staged;
+  /// The larger of Lq and Lk where both are static (else 0): what bounds a
+  /// score_mod's index arithmetic (KernelSpec::indexBound's twin).
+  int64_t indexBound = 0;
   int64_t warps() const { return wgmma ? 12 : blockKeys / 16; }
   int64_t threads() const { return 32 * warps(); }
   /// Query-row padding of the f32 side buffers (lse·log2 e, rowsum(dO ∘ O),

@@ -372,6 +372,35 @@ static std::optional<FloatOfIndex> floatOfIndex(ImplicitLocOpBuilder &b,
   return r;
 }
 
+Value gpu_lowering::indexToF32(ImplicitLocOpBuilder &b, Value i) {
+  Value narrow = arith::IndexCastOp::create(b, b.getI32Type(), i);
+  return arith::SIToFPOp::create(b, b.getF32Type(), narrow);
+}
+
+void gpu_lowering::foldIndexConversions(ImplicitLocOpBuilder &b,
+                                        Region &scoreMod, IRMapping &map,
+                                        Value row, Value col,
+                                        const IndexFloats &floats,
+                                        function_ref<bool(Value)> skip) {
+  for (Operation &op : scoreMod.front().without_terminator()) {
+    auto conv = dyn_cast<arith::SIToFPOp>(&op);
+    if (!conv || !conv.getType().isF32() || (skip && skip(conv.getResult())))
+      continue;
+    auto clone = map.lookupOrNull(conv.getResult())
+                     .getDefiningOp<arith::SIToFPOp>();
+    if (!clone)
+      continue;
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPoint(clone);
+    if (std::optional<FloatOfIndex> x =
+            floatOfIndex(b, clone.getIn(), row, col, floats)) {
+      clone.replaceAllUsesWith(x->value);
+      clone.erase();
+      map.map(conv.getResult(), x->value);
+    }
+  }
+}
+
 Value gpu_lowering::inlineScoreMod(ImplicitLocOpBuilder &b, Region &scoreMod,
                                    Value score, ArrayRef<Value> batchIdx,
                                    Value row, Value col,
@@ -392,21 +421,7 @@ Value gpu_lowering::inlineScoreMod(ImplicitLocOpBuilder &b, Region &scoreMod,
       });
   Block &body = scoreMod.front();
   if (floats)
-    for (Operation &op : body.without_terminator()) {
-      auto conv = dyn_cast<arith::SIToFPOp>(&op);
-      if (!conv || !conv.getType().isF32() || prefetched(conv.getResult()))
-        continue;
-      auto clone =
-          map.lookup(conv.getResult()).getDefiningOp<arith::SIToFPOp>();
-      OpBuilder::InsertionGuard g(b);
-      b.setInsertionPoint(clone);
-      if (std::optional<FloatOfIndex> x =
-              floatOfIndex(b, clone.getIn(), row, col, *floats)) {
-        clone.replaceAllUsesWith(x->value);
-        clone.erase();
-        map.map(conv.getResult(), x->value);
-      }
-    }
+    foldIndexConversions(b, scoreMod, map, row, col, *floats, prefetched);
   if (!yielded)
     return map.lookup(body.getTerminator()->getOperand(0));
   // Part of the region: what only the rest needed (a mask's predicate) is
@@ -900,8 +915,7 @@ struct IndexFloatsAt {
   }
 
   static Value toF32(ImplicitLocOpBuilder &b, Value i) {
-    Value narrow = arith::IndexCastOp::create(b, b.getI32Type(), i);
-    return arith::SIToFPOp::create(b, b.getF32Type(), narrow);
+    return indexToF32(b, i);
   }
 };
 } // namespace

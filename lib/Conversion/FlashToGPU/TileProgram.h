@@ -162,6 +162,19 @@ struct IndexFloats {
   int64_t bound = 0;
 };
 
+/// An index below 2^24 as an f32 (through i32: one I2F).
+Value indexToF32(ImplicitLocOpBuilder &b, Value i);
+/// Replaces the clones (in `map`) of `scoreMod`'s integer-to-f32
+/// conversions of index expressions — sums, differences, small multiples,
+/// minima and maxima of the row index `row`, the column index `col` and
+/// constants, every partial result below 2^24 — by that arithmetic in f32
+/// on `floats`'s exact copies, leaving the others (and those `skip`
+/// accepts) as they are.
+void foldIndexConversions(ImplicitLocOpBuilder &b, Region &scoreMod,
+                          IRMapping &map, Value row, Value col,
+                          const IndexFloats &floats,
+                          function_ref<bool(Value)> skip = nullptr);
+
 /// A thread's view of the capture tiles the wgmma producer staged in
 /// shared memory for the current K/V tile (CaptureStaging.cpp): per
 /// capture of the op (empty where it is not staged), for each 16-byte chunk

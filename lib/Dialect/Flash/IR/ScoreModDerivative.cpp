@@ -168,7 +168,8 @@ void mlir::flash::cloneScoreMod(OpBuilder &b, Location loc, Region &scoreMod,
 
 FailureOr<ScoreModGradient> mlir::flash::buildScoreModGradient(
     OpBuilder &b, Location loc, Region &scoreMod, ValueRange captures,
-    Value s, ValueRange batch, Value i, Value j, CaptureReader readCapture) {
+    Value s, ValueRange batch, Value i, Value j, CaptureReader readCapture,
+    IRMapping *clones) {
   Block &body = scoreMod.front();
   unsigned nb = batch.size();
   unsigned numIndices = nb + 2;
@@ -288,6 +289,8 @@ FailureOr<ScoreModGradient> mlir::flash::buildScoreModGradient(
       g = arith::ExtFOp::create(b, loc, b.getF32Type(), g);
     grad.reads[n++].partial = g ? g : cst(b.getF32Type(), 0.0);
   }
+  if (clones)
+    *clones = std::move(map);
   return grad;
 }
 

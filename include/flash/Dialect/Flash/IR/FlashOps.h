@@ -121,12 +121,14 @@ void cloneScoreMod(OpBuilder &b, Location loc, Region &scoreMod, IRMapping &map,
 /// Inlines `scoreMod` at the builder's insertion point for score `s` at
 /// (batch..., i, j) with `captures`, and its derivative with respect to the
 /// score and to each float capture read. With `readCapture`, the captures'
-/// `tensor.extract`s are what it builds and `captures` may be empty. The
-/// region must have passed verifyScoreModDifferentiable.
+/// `tensor.extract`s are what it builds and `captures` may be empty. With
+/// `clones`, the map from the region's values to their clones. The region
+/// must have passed verifyScoreModDifferentiable.
 FailureOr<ScoreModGradient>
 buildScoreModGradient(OpBuilder &b, Location loc, Region &scoreMod,
                       ValueRange captures, Value s, ValueRange batch, Value i,
-                      Value j, CaptureReader readCapture = nullptr);
+                      Value j, CaptureReader readCapture = nullptr,
+                      IRMapping *clones = nullptr);
 /// The float-capture reads of `scoreMod` that a gradient flows through, in
 /// program order (partials null): the order buildScoreModGradient returns.
 SmallVector<ScoreModRead> scoreModReads(Region &scoreMod, unsigned numIndices);
