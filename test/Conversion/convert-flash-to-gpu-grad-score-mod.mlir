@@ -8,6 +8,7 @@
 // RUN: flash-opt %s -flash-attention-into-destination -convert-flash-to-gpu | FileCheck %s
 // RUN: flash-opt %s -flash-attention-into-destination -convert-flash-to-gpu="kernel=mma" | FileCheck %s --check-prefix=MMA
 // RUN: env -u CUDA_HOME flash-opt %s --flash-gpu-pipeline="format=isa" | FileCheck %s --check-prefix=PTX
+// RUN: env -u CUDA_HOME flash-opt %s --flash-gpu-pipeline="format=isa" | FileCheck %s --check-prefix=IDX
 
 // CHECK-LABEL: func.func @flash_attention_grad
 // CHECK: %[[ACC:.*]], %{{.*}} = gpu.alloc async {{.*}} () : memref<8x100x70xf32>
@@ -38,6 +39,12 @@
 // PTX-DAG: .entry kernel(
 // PTX-DAG: wgmma.mma_async
 // PTX-DAG: atom.global.add.f32
+
+// ALiBi's |i + Lk - Lq - j| is f32 arithmetic on exact copies of the indices (the
+// lengths are static), not a conversion of a 64-bit integer per element.
+// IDX-NOT: cvt.rn.f32.s64
+// IDX: .entry kernel(
+// IDX-NOT: cvt.rn.f32.s64
 
 // 8 query heads on 2 K/V heads, Lq = 100, Lk = 70, D = 64, causal; a bf16
 // bias [H, Lq, Lk] and ALiBi's f32 slopes [H] (the region attention_grad_ir
