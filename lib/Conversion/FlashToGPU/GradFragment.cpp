@@ -91,11 +91,10 @@ GradFragment::Element GradFragment::element(ImplicitLocOpBuilder &b, Value s,
   // distance) is exact f32 arithmetic on copies of the element's query
   // (its step's base converted once, plus a constant) and key (the
   // thread's, fixed for the walk), not an I2F of a 64-bit integer per
-  // element on the unit the exponent takes. Rows and keys past the lengths
-  // are at most a block past them.
-  constexpr int64_t kPadding = 1024;
+  // element on the unit the exponent takes.
+  std::optional<int64_t> bound = exactIndexBound(cfg.indexBound);
   std::optional<IndexFloats> floats;
-  if (cfg.indexBound > 0 && cfg.indexBound + kPadding < (int64_t(1) << 24) &&
+  if (bound &&
       llvm::any_of(mod->region->front().without_terminator(),
                    [](Operation &op) { return isa<arith::SIToFPOp>(op); })) {
     auto [qBase, qOff] = splitConstantOffset(query);
@@ -108,7 +107,7 @@ GradFragment::Element GradFragment::element(ImplicitLocOpBuilder &b, Value s,
     if (masked)
       jF = arith::MinNumFOp::create(
           b, jF, indexToF32(b, arith::SubIOp::create(b, lk, one)));
-    floats = IndexFloats{iF, jF, cfg.indexBound + kPadding};
+    floats = IndexFloats{iF, jF, *bound};
   }
   Value t = arith::MulFOp::create(b, s, constF32(b, cfg.scale));
   IRMapping clones;

@@ -372,6 +372,15 @@ static std::optional<FloatOfIndex> floatOfIndex(ImplicitLocOpBuilder &b,
   return r;
 }
 
+std::optional<int64_t> gpu_lowering::exactIndexBound(int64_t indexBound) {
+  // Rows and columns are built from block bases below the lengths plus at
+  // most a block's width.
+  constexpr int64_t kPadding = 1024;
+  if (indexBound <= 0 || indexBound + kPadding >= (int64_t(1) << 24))
+    return std::nullopt;
+  return indexBound + kPadding;
+}
+
 Value gpu_lowering::indexToF32(ImplicitLocOpBuilder &b, Value i) {
   Value narrow = arith::IndexCastOp::create(b, b.getI32Type(), i);
   return arith::SIToFPOp::create(b, b.getF32Type(), narrow);
@@ -927,15 +936,14 @@ static std::optional<IndexFloatsAt> indexFloatsAt(ImplicitLocOpBuilder &b,
                                                   int64_t indexBound,
                                                   std::array<Value, 2> rows,
                                                   Value lastCol) {
-  // Columns are built from tile bases below Lk plus a tile's width.
-  constexpr int64_t kPadding = 1024;
-  if (indexBound <= 0 || indexBound + kPadding >= (int64_t(1) << 24))
+  std::optional<int64_t> bound = exactIndexBound(indexBound);
+  if (!bound)
     return std::nullopt;
   IndexFloatsAt f;
   f.rows[0] = IndexFloatsAt::toF32(b, rows[0]);
   f.rows[1] = IndexFloatsAt::toF32(b, rows[1]);
   f.lastCol = IndexFloatsAt::toF32(b, lastCol);
-  f.bound = indexBound + kPadding;
+  f.bound = *bound;
   return f;
 }
 

@@ -162,6 +162,10 @@ struct IndexFloats {
   int64_t bound = 0;
 };
 
+/// The IndexFloats bound of indices into lengths statically at most
+/// `indexBound`, a block's padding included; nothing when that is unknown
+/// (0) or an index could reach 2^24.
+std::optional<int64_t> exactIndexBound(int64_t indexBound);
 /// An index below 2^24 as an f32 (through i32: one I2F).
 Value indexToF32(ImplicitLocOpBuilder &b, Value i);
 /// Replaces the clones (in `map`) of `scoreMod`'s integer-to-f32
