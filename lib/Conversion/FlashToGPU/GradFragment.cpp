@@ -77,12 +77,9 @@ GradFragment::Element GradFragment::element(ImplicitLocOpBuilder &b, Value s,
                          .getResult()
                    : key;
   ArrayRef<Value> captures = mod->captures;
-  unsigned firstCapture =
-      mod->region->front().getNumArguments() - captures.size();
   auto read = [&](OpBuilder &ob, Location, tensor::ExtractOp ex,
                   ValueRange idx) -> Value {
-    unsigned c =
-        cast<BlockArgument>(ex.getTensor()).getArgNumber() - firstCapture;
+    unsigned c = captureNumber(ex, captures.size());
     if (c < staged.size() && staged[c])
       return staged[c];
     return loadCapture(ob, captures, ex, idx);

@@ -136,16 +136,13 @@ static SmallVector<Value> stagedElements(
     Value ldmOffset, const Value byteOffset[2],
     SmallVector<SmallVector<Value, 4>> &ldm) {
   MLIRContext *ctx = b.getContext();
-  Block &body = cfg.scoreMod->front();
-  unsigned captures = cfg.captureHasGrad.size();
-  unsigned first = body.getNumArguments() - captures;
-  SmallVector<Value> out(captures);
+  SmallVector<Value> out(cfg.captureHasGrad.size()); // one per capture
   int64_t n8 = i / 4, e = i % 4, h = e / 2;
   int64_t row = 8 * (n8 % 8); // the 8 queries' first row in their box
   for (auto [s, c] : llvm::enumerate(cfg.staged)) {
+    // The kernel's score_mod arguments begin with the captures' memrefs.
     Type elt =
-        cast<ShapedType>(body.getArgument(first + c.read.capture).getType())
-            .getElementType();
+        cast<MemRefType>(cfg.scoreModArgTypes[c.read.capture]).getElementType();
     Value x;
     if (c.read.elementBytes == 2) {
       if (i % 8 == 0) {

@@ -756,15 +756,20 @@ static Value loadAlongKeys(ImplicitLocOpBuilder &b, Value mem,
   return x;
 }
 
+unsigned gpu_lowering::captureNumber(tensor::ExtractOp read,
+                                     unsigned numCaptures) {
+  // The captures are the region's last arguments.
+  auto arg = cast<BlockArgument>(read.getTensor());
+  return arg.getArgNumber() - (arg.getOwner()->getNumArguments() - numCaptures);
+}
+
 Value gpu_lowering::loadCapture(OpBuilder &b, ArrayRef<Value> captures,
                                 tensor::ExtractOp read, ValueRange indices,
                                 const KeyColumn *key) {
-  auto arg = cast<BlockArgument>(read.getTensor());
-  Block *body = arg.getOwner();
-  // The captures are the region's last arguments; the key index is the
-  // one before them.
+  Block *body = cast<BlockArgument>(read.getTensor()).getOwner();
+  // The key index is the region's argument before the captures.
   unsigned first = body->getNumArguments() - captures.size();
-  unsigned capture = arg.getArgNumber() - first;
+  unsigned capture = captureNumber(read, captures.size());
   Value mem = captures[capture];
   if (key && !read.getIndices().empty() &&
       read.getIndices().back() == body->getArgument(first - 1)) {

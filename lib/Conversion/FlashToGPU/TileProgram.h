@@ -283,6 +283,9 @@ std::pair<Value, Value> splitShare(ImplicitLocOpBuilder &b, Value stepBegin,
                                    Value stepEnd, Value splits, Value split,
                                    Value tilesPerSplit, bool divideVisible);
 
+/// Which of a score_mod's `numCaptures` captures `read` reads.
+unsigned captureNumber(tensor::ExtractOp read, unsigned numCaptures);
+
 /// The element a score_mod's `read` of a capture takes, from the capture's
 /// memref (`captures`: the op's, in order) at `indices` (mapped). With
 /// `key`, a read whose last index is the key index (a bias or a mask
