@@ -12,7 +12,8 @@
 //   off[b] = n[b] - Lq                           (where the diagonal sits)
 //   flash.attention(q, keys, values) with a score_mod that sends a score to
 //   -inf unless j < n[b] (and, for causal / window, the mask's bound at
-//   offset off[b]), captures n and off.
+//   offset off[b]), captures n and off after the op's own captures; the
+//   op's own score_mod, if any, runs first on the same indices.
 //
 // The gather is O(cache) in memory, which is what a reference may cost; the
 // attention after it is the fused one of the pipeline. A row that sees no
@@ -26,6 +27,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "mlir/IR/IRMapping.h"
 
 #include <limits>
 
@@ -160,26 +162,40 @@ FailureOr<SmallVector<Value>> flash::unpageAttention(OpBuilder &b,
                                     nb, l, clampLen(nb, l, n), lq64);
                               });
 
+  SmallVector<Value> captures(op.getCaptures());
+  captures.append({lengths, offsets});
   auto attn = AttentionOp::create(
       b, loc, TypeRange(op.getInits()), q, keys, values, op.getInits(),
-      ValueRange{lengths, offsets}, op.getSinks(), /*offsets=*/ValueRange(),
+      captures, op.getSinks(), /*offsets=*/ValueRange(),
       /*query_len=*/Value(), op.getScaleAttr(), MaskAttr());
-  // score_mod(s, b, h, i, j, n, off): s where key j exists and the mask
-  // allows it at this sequence's diagonal, else -inf.
+  // score_mod(s, b, h, i, j, caps..., n, off): the op's score_mod of s
+  // where key j exists and the mask allows it at this sequence's diagonal,
+  // else -inf.
   Type f32 = b.getF32Type();
-  auto capType = cast<RankedTensorType>(lengths.getType());
+  SmallVector<Type> argTypes = {f32, idx, idx, idx, idx};
+  for (Value c : captures)
+    argTypes.push_back(c.getType());
   Region &region = attn.getScoreMod();
-  Block *body = b.createBlock(&region, region.end(),
-                              {f32, idx, idx, idx, idx, capType, capType},
-                              SmallVector<Location>(7, loc));
+  Block *body = b.createBlock(&region, region.end(), argTypes,
+                              SmallVector<Location>(argTypes.size(), loc));
   {
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(body);
     Value s = body->getArgument(0), bi = body->getArgument(1),
           i = body->getArgument(3), j = body->getArgument(4);
-    Value n = tensor::ExtractOp::create(b, loc, body->getArgument(5),
+    unsigned numOwn = op.getCaptures().size();
+    if (op.hasScoreMod()) {
+      Block &own = op.getScoreMod().front();
+      IRMapping mapping;
+      mapScoreModArguments(mapping, own, s, body->getArguments().slice(1, 2), i,
+                           j, body->getArguments().slice(5, numOwn));
+      for (Operation &inner : own.without_terminator())
+        b.clone(inner, mapping);
+      s = mapping.lookup(own.getTerminator()->getOperand(0));
+    }
+    Value n = tensor::ExtractOp::create(b, loc, body->getArgument(5 + numOwn),
                                         ValueRange{bi});
-    Value off = tensor::ExtractOp::create(b, loc, body->getArgument(6),
+    Value off = tensor::ExtractOp::create(b, loc, body->getArgument(6 + numOwn),
                                           ValueRange{bi});
     Value j64 = arith::IndexCastOp::create(b, loc, i64, j);
     Value diag = arith::AddIOp::create(

@@ -70,3 +70,38 @@ func.func @sinks(%q: tensor<2x4x1x32xf32>, %kc: tensor<9x16x2x32xf32>, %vc: tens
       scale(0.125) -> tensor<2x4x1x24xf32>
   return %r : tensor<2x4x1x24xf32>
 }
+
+// -----
+
+// The op's own score_mod runs first, on the same indices and its own
+// captures (which come before n and off); the length and mask select after it.
+// CHECK-LABEL: func.func @score_mod
+// CHECK-SAME: %[[SL:[^:]+]]: tensor<4xf32>)
+// CHECK: flash.attention
+// CHECK-SAME: captures(%[[SL]], %{{.*}}, %{{.*}} : tensor<4xf32>, tensor<2xi64>, tensor<2xi64>) scale(0.125) score_mod
+// CHECK: ^bb0(%[[S:.+]]: f32, %[[B:.+]]: index, %[[H:.+]]: index, %[[I:.+]]: index, %[[J:.+]]: index, %[[C:.+]]: tensor<4xf32>, %[[NS:.+]]: tensor<2xi64>, %[[OS:.+]]: tensor<2xi64>):
+// CHECK:   %[[X:.+]] = tensor.extract %[[C]][%[[H]]] : tensor<4xf32>
+// CHECK:   %[[JF:.+]] = arith.index_cast %[[J]] : index to i64
+// CHECK:   %[[M:.+]] = arith.addf %[[S]], %{{.*}} : f32
+// CHECK:   tensor.extract %[[NS]][%[[B]]]
+// CHECK:   tensor.extract %[[OS]][%[[B]]]
+// CHECK:   arith.cmpi slt
+// CHECK:   arith.select %{{.*}}, %[[M]], %cst
+// CHECK-NOT: flash.paged_attention
+func.func @score_mod(%q: tensor<2x4x1x32xf32>, %kc: tensor<9x16x2x32xf32>, %vc: tensor<9x16x2x24xf32>,
+                     %t: tensor<2x4xi32>, %n: tensor<2xi32>, %o: tensor<2x4x1x24xf32>,
+                     %slopes: tensor<4xf32>) -> tensor<2x4x1x24xf32> {
+  %r = flash.paged_attention ins(%q, %kc, %vc : tensor<2x4x1x32xf32>, tensor<9x16x2x32xf32>, tensor<9x16x2x24xf32>)
+      pages(%t, %n : tensor<2x4xi32>, tensor<2xi32>) outs(%o : tensor<2x4x1x24xf32>)
+      captures(%slopes : tensor<4xf32>) scale(0.125)
+      score_mod {
+      ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %sl: tensor<4xf32>):
+        %x = tensor.extract %sl[%h] : tensor<4xf32>
+        %ji = arith.index_cast %j : index to i64
+        %jf = arith.sitofp %ji : i64 to f32
+        %p = arith.mulf %x, %jf : f32
+        %r = arith.addf %s, %p : f32
+        flash.yield %r : f32
+      } -> tensor<2x4x1x24xf32>
+  return %r : tensor<2x4x1x24xf32>
+}

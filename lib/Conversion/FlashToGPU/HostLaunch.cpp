@@ -126,6 +126,15 @@ FailureOr<OperandBuffers> gpu_lowering::operandBuffers(PagedAttentionOp op) {
                           {op.getLseInit(), "lse init", &bufs.lse},
                           {op.getSinks(), "sinks", &bufs.sinks}})))
     return failure();
+  for (Value c : op.getCaptures()) {
+    FailureOr<Value> m = deviceBuffer(op, c, "capture");
+    if (failed(m))
+      return failure();
+    bufs.captures.push_back(*m);
+  }
+  if (op.hasScoreMod() &&
+      failed(checkCaptureReads(op.getScoreMod(), /*numBatchDims=*/2)))
+    return failure();
   return bufs;
 }
 

@@ -78,6 +78,8 @@ FailureOr<MemrefKernelSpec> gpu_lowering::memrefKernelSpec(PagedAttentionOp op,
   spec.hasLse = op.hasLse();
   spec.hasSinks = op.getSinks() != nullptr;
   spec.scale = op.getScale().convertToDouble();
+  spec.scoreMod = op.hasScoreMod() ? &op.getScoreMod() : nullptr;
+  spec.numCaptures = op.getCaptures().size();
   return spec;
 }
 
@@ -217,8 +219,9 @@ MemrefLaunchArgs gpu_lowering::memrefLaunchArgs(ImplicitLocOpBuilder &b,
     Value batch = memref::DimOp::create(b, bufs.q, 0);
     Value heads = memref::DimOp::create(b, bufs.q, 1);
     r.args.append({r.hkv, batch, heads});
-    // The kernel's argument order (MemrefKernelArgs): the sinks come after
-    // the batch sizes, the pages last.
+    // The kernel's argument order (MemrefKernelArgs): the captures and the
+    // sinks come after the batch sizes, the pages last.
+    r.args.append(bufs.captures.begin(), bufs.captures.end());
     appendSinks();
     r.args.append({castDynamic(b, bufs.blockTable, {0, 1}),
                    castDynamic(b, bufs.seqLens, {0})});

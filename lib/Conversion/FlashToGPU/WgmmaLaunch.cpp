@@ -718,6 +718,10 @@ LogicalResult gpu_lowering::lowerPagedToWgmmaLaunch(
       ShapedType::isDynamic(batchStatic) ? ShapedType::kDynamic
                                          : batchStatic * hkvStatic);
   spec.pageSize = op.getPageSize();
+  if (op.hasScoreMod())
+    spec.scoreMod = &op.getScoreMod();
+  for (Value c : bufs.captures)
+    spec.captureTypes.push_back(cast<MemRefType>(c.getType()));
   if (bufs.sinks)
     spec.sinksType = sinksArgType(bufs.sinks);
   KernelConfig cfg = resolveWgmmaConfig(options, chip, spec);
@@ -772,7 +776,9 @@ LogicalResult gpu_lowering::lowerPagedToWgmmaLaunch(
     if (bufs.lse)
       args.push_back(dataPointer(b, bufs.lse));
     args.append({kLq, capacity, hkv, batch, hkv});
-    // The kernel's order: the sinks after the batch sizes, the pages last.
+    // The kernel's order: the captures and the sinks after the batch sizes,
+    // the pages last.
+    args.append(bufs.captures.begin(), bufs.captures.end());
     Value sinks;
     if (bufs.sinks) {
       sinks = memref::CastOp::create(b, spec.sinksType, bufs.sinks);

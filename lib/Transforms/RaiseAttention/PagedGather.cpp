@@ -465,8 +465,8 @@ foldOne(RewriterBase &rw, AttentionOp attn,
       capacity);
   auto paged = PagedAttentionOp::create(
       rw, loc, attn.getResultTypes(), attn.getQuery(), k.cache, v.cache, table,
-      seqLens, attn.getInits(), attn.getSinks(), attn.getScaleAttr(),
-      MaskAttr());
+      seqLens, attn.getInits(), /*captures=*/ValueRange(), attn.getSinks(),
+      attn.getScaleAttr(), MaskAttr());
   bool valid;
   {
     // A refusal is a remark, not the verifier's error.

@@ -393,7 +393,7 @@ func.func @yield_wrong_type(%q: tensor<4x100x64xf32>, %k: tensor<4x70x64xf32>, %
 // -----
 
 func.func @yield_outside_attention(%x: f32) {
-  // expected-error @+1 {{'flash.yield' op expects parent op to be one of 'flash.attention, flash.attention_grad'}}
+  // expected-error @+1 {{'flash.yield' op expects parent op to be one of 'flash.attention, flash.attention_grad, flash.paged_attention'}}
   flash.yield %x : f32
 }
 

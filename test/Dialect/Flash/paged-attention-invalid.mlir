@@ -96,3 +96,36 @@ func.func @sinks_integer(%q: tensor<4x4x2x64xf32>, %kc: tensor<9x16x2x64xf32>, %
   %r = flash.paged_attention ins(%q, %kc, %vc : tensor<4x4x2x64xf32>, tensor<9x16x2x64xf32>, tensor<9x16x2x48xf32>) pages(%t, %n : tensor<4x3xi32>, tensor<4xi32>) outs(%o : tensor<4x4x2x48xf32>) sinks(%s : tensor<4xi32>) scale(0.125) -> tensor<4x4x2x48xf32>
   return
 }
+
+// -----
+
+func.func @captures_without_score_mod(%q: tensor<4x4x2x64xf32>, %kc: tensor<9x16x2x64xf32>, %vc: tensor<9x16x2x48xf32>,
+                                      %t: tensor<4x3xi32>, %n: tensor<4xi32>, %o: tensor<4x4x2x48xf32>, %c: tensor<4xf32>) {
+  // expected-error @+1 {{has 1 captures but no score_mod region to read them}}
+  %r = flash.paged_attention ins(%q, %kc, %vc : tensor<4x4x2x64xf32>, tensor<9x16x2x64xf32>, tensor<9x16x2x48xf32>) pages(%t, %n : tensor<4x3xi32>, tensor<4xi32>) outs(%o : tensor<4x4x2x48xf32>) captures(%c : tensor<4xf32>) scale(0.125) -> tensor<4x4x2x48xf32>
+  return
+}
+
+// -----
+
+func.func @score_mod_three_indices(%q: tensor<4x4x2x64xf32>, %kc: tensor<9x16x2x64xf32>, %vc: tensor<9x16x2x48xf32>,
+                                   %t: tensor<4x3xi32>, %n: tensor<4xi32>, %o: tensor<4x4x2x48xf32>) {
+  // expected-error @+1 {{score_mod region must take 5 arguments (the f32 score, 4 indices, 0 captures), got 4}}
+  %r = flash.paged_attention ins(%q, %kc, %vc : tensor<4x4x2x64xf32>, tensor<9x16x2x64xf32>, tensor<9x16x2x48xf32>) pages(%t, %n : tensor<4x3xi32>, tensor<4xi32>) outs(%o : tensor<4x4x2x48xf32>) scale(0.125) score_mod {
+  ^bb0(%s: f32, %h: index, %i: index, %j: index):
+    flash.yield %s : f32
+  } -> tensor<4x4x2x48xf32>
+  return
+}
+
+// -----
+
+func.func @score_mod_capture_type(%q: tensor<4x4x2x64xf32>, %kc: tensor<9x16x2x64xf32>, %vc: tensor<9x16x2x48xf32>,
+                                  %t: tensor<4x3xi32>, %n: tensor<4xi32>, %o: tensor<4x4x2x48xf32>, %c: tensor<4xf32>) {
+  // expected-error @+1 {{score_mod argument #5 has type 'tensor<4xf16>' but capture #0 has type 'tensor<4xf32>'}}
+  %r = flash.paged_attention ins(%q, %kc, %vc : tensor<4x4x2x64xf32>, tensor<9x16x2x64xf32>, tensor<9x16x2x48xf32>) pages(%t, %n : tensor<4x3xi32>, tensor<4xi32>) outs(%o : tensor<4x4x2x48xf32>) captures(%c : tensor<4xf32>) scale(0.125) score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %x: tensor<4xf16>):
+    flash.yield %s : f32
+  } -> tensor<4x4x2x48xf32>
+  return
+}

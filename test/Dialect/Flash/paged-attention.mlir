@@ -50,3 +50,34 @@ func.func @sinks_window(%q: tensor<2x8x1x64xbf16>, %kc: tensor<40x16x2x64xbf16>,
       scale(0.125) mask(sliding_window, 128, bottom_right) -> tensor<2x8x1x64xbf16>
   return %r : tensor<2x8x1x64xbf16>
 }
+
+// -----
+
+// A score_mod with a capture: soft-capping and a per-head bias along the
+// key's position in its sequence.
+// CHECK-LABEL: func.func @score_mod
+// CHECK: flash.paged_attention {{.*}} outs(%{{.*}} : tensor<2x8x1x64xbf16>) captures(%{{.*}} : tensor<8x64xf32>) sinks(%{{.*}} : tensor<8xf32>)
+// CHECK-SAME: scale(0.125) score_mod {
+// CHECK: ^bb0(%{{.*}}: f32, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index, %{{.*}}: tensor<8x64xf32>):
+// CHECK: math.tanh
+// CHECK: tensor.extract
+// CHECK: flash.yield
+// CHECK: } -> tensor<2x8x1x64xbf16>
+func.func @score_mod(%q: tensor<2x8x1x64xbf16>, %kc: tensor<40x16x2x64xbf16>,
+                     %vc: tensor<40x16x2x64xbf16>, %t: tensor<2x4xi32>, %n: tensor<2xi32>,
+                     %o: tensor<2x8x1x64xbf16>, %bias: tensor<8x64xf32>, %s: tensor<8xf32>) -> tensor<2x8x1x64xbf16> {
+  %r = flash.paged_attention ins(%q, %kc, %vc : tensor<2x8x1x64xbf16>, tensor<40x16x2x64xbf16>, tensor<40x16x2x64xbf16>)
+      pages(%t, %n : tensor<2x4xi32>, tensor<2xi32>)
+      outs(%o : tensor<2x8x1x64xbf16>) captures(%bias : tensor<8x64xf32>) sinks(%s : tensor<8xf32>)
+      scale(0.125) score_mod {
+      ^bb0(%x: f32, %b: index, %h: index, %i: index, %j: index, %c: tensor<8x64xf32>):
+        %cap = arith.constant 30.0 : f32
+        %d = arith.divf %x, %cap : f32
+        %th = math.tanh %d : f32
+        %y = arith.mulf %th, %cap : f32
+        %e = tensor.extract %c[%h, %j] : tensor<8x64xf32>
+        %z = arith.addf %y, %e : f32
+        flash.yield %z : f32
+      } -> tensor<2x8x1x64xbf16>
+  return %r : tensor<2x8x1x64xbf16>
+}

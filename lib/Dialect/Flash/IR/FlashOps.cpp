@@ -309,36 +309,8 @@ static LogicalResult verifyOffsets(AttentionOp op) {
 LogicalResult AttentionOp::verifyRegions() {
   if (!hasScoreMod())
     return success();
-  Block &body = getScoreMod().front();
-  int64_t numIndices = getQueryType().getRank();
-  size_t expected = 1 + numIndices + getCaptures().size();
-  if (body.getNumArguments() != expected)
-    return emitOpError("score_mod region must take ")
-           << expected << " arguments (the f32 score, " << numIndices
-           << " indices, " << getCaptures().size() << " captures), got "
-           << body.getNumArguments();
-  if (!body.getArgument(0).getType().isF32())
-    return emitOpError("score_mod argument #0 (the score) must be f32, got ")
-           << body.getArgument(0).getType();
-  for (int64_t i = 0; i < numIndices; ++i)
-    if (!body.getArgument(1 + i).getType().isIndex())
-      return emitOpError("score_mod argument #")
-             << 1 + i << " (an index) must be index, got "
-             << body.getArgument(1 + i).getType();
-  for (auto [i, capture] : llvm::enumerate(getCaptures())) {
-    Type argType = body.getArgument(1 + numIndices + i).getType();
-    if (argType != capture.getType())
-      return emitOpError("score_mod argument #")
-             << 1 + numIndices + i << " has type " << argType
-             << " but capture #" << i << " has type " << capture.getType();
-  }
-  auto yield = dyn_cast<YieldOp>(body.getTerminator());
-  if (!yield)
-    return emitOpError("score_mod region must end in flash.yield");
-  if (yield.getValues().size() != 1 || !yield.getValues()[0].getType().isF32())
-    return yield.emitOpError("must yield exactly one f32 score, got ")
-           << yield.getValues().size() << " value(s)";
-  return success();
+  return verifyScoreModRegion(*this, getScoreMod(), getQueryType().getRank(),
+                              getCaptures());
 }
 
 LogicalResult AttentionOp::reifyResultShapes(

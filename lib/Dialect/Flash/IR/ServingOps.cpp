@@ -129,6 +129,10 @@ LogicalResult PagedAttentionOp::verify() {
                     vs[3]);
   if (failed(verifySinks(getOperation(), getSinks(), q, /*isTile=*/false)))
     return failure();
+  if (!getCaptures().empty() && !hasScoreMod())
+    return emitOpError("has ")
+           << getCaptures().size()
+           << " captures but no score_mod region to read them";
   if (hasLse()) {
     auto l = cast<RankedTensorType>(getLseInit().getType());
     bool ok = l.getElementType().isF32() && l.getRank() == 3;
@@ -151,6 +155,14 @@ LogicalResult PagedAttentionOp::verify() {
     return emitOpError("the queries of a KV cache are the last Lq positions "
                        "of each sequence: the mask must be bottom_right");
   return success();
+}
+
+LogicalResult PagedAttentionOp::verifyRegions() {
+  if (!hasScoreMod())
+    return success();
+  // The indices b, h, i, j of a query [B, Hq, Lq, D].
+  return verifyScoreModRegion(*this, getScoreMod(), /*numIndices=*/4,
+                              getCaptures());
 }
 
 LogicalResult PagedAttentionOp::reifyResultShapes(

@@ -285,7 +285,9 @@ def Flash_AttentionGradOp : Flash_Op<"attention_grad", [
 def Flash_PagedAttentionOp : Flash_Op<"paged_attention", [
     AttrSizedOperandSegments,
     DestinationStyleOpInterface,
-    Pure,
+    IsolatedFromAbove,
+    RecursiveMemoryEffects,
+    RecursivelySpeculatable,
     DeclareOpInterfaceMethods<ReifyRankedShapedTypeOpInterface, ["reifyResultShapes"]>]> {
   let summary = "attention of new queries against a paged KV cache";
   let description = [{
@@ -317,6 +319,16 @@ def Flash_PagedAttentionOp : Flash_Op<"paged_attention", [
     one more key whose value is zero, as for flash.attention: a row that
     sees no key then gives 0 and lse = sinks[h].
 
+    The optional `score_mod` region is flash.attention's (isolated from
+    above, arguments the scaled f32 score, the indices `b, h, i, j`, one
+    tensor per `captures` operand; it yields the new score), applied before
+    the mask: `i` is the query row (0 <= i < Lq) and `j` the key's position
+    in its sequence (0 <= j < n), so the query's own position is
+    `i + n - Lq` (capture `seq_lens` to compute it). Its result counts for
+    the keys that exist (j < n) only, but it may be evaluated for any
+    `j < max_pages * page_size`: a capture indexed by `j` covers that
+    capacity, as it would the keys of the gathered cache.
+
     ```mlir
     %o, %lse = flash.paged_attention
         ins(%q, %kc, %vc : tensor<4x32x1x128xbf16>, tensor<512x16x8x128xbf16>,
@@ -335,10 +347,12 @@ def Flash_PagedAttentionOp : Flash_Op<"paged_attention", [
     AnyRankedTensor:$block_table,
     AnyRankedTensor:$seq_lens,
     Variadic<AnyRankedTensor>:$inits,
+    Variadic<AnyRankedTensor>:$captures,
     Optional<AnyRankedTensor>:$sinks,
     F32Attr:$scale,
     OptionalAttr<Flash_MaskAttr>:$mask);
   let results = (outs Variadic<AnyRankedTensor>:$results);
+  let regions = (region MaxSizedRegion<1>:$score_mod);
 
   let assemblyFormat = [{
     `ins` `(` $query `,` $key_cache `,` $value_cache `:` type($query) `,`
@@ -346,14 +360,17 @@ def Flash_PagedAttentionOp : Flash_Op<"paged_attention", [
     `pages` `(` $block_table `,` $seq_lens `:` type($block_table) `,`
       type($seq_lens) `)`
     `outs` `(` $inits `:` type($inits) `)`
+    (`captures` `(` $captures^ `:` type($captures) `)`)?
     (`sinks` `(` $sinks^ `:` type($sinks) `)`)?
     `scale` `(` custom<Scale>($scale) `)`
     (`mask` `(` custom<MaskClause>($mask)^ `)`)?
     attr-dict
+    (`score_mod` $score_mod^)?
     `->` type($results)
   }];
 
   let hasVerifier = 1;
+  let hasRegionVerifier = 1;
 
   let extraClassDeclaration = [{
     RankedTensorType getQueryType() {
@@ -378,6 +395,7 @@ def Flash_PagedAttentionOp : Flash_Op<"paged_attention", [
     int64_t getPageSize() { return getKeyCacheType().getDimSize(1); }
     /// The mask, with an absent attribute read as `none`.
     MaskAttr getMaskOrNone();
+    bool hasScoreMod() { return !getScoreMod().empty(); }
 
     MutableOperandRange getDpsInitsMutable() { return getInitsMutable(); }
   }];
@@ -488,7 +506,8 @@ def Flash_VarlenAttentionOp : Flash_Op<"varlen_attention", [
 }
 
 def Flash_YieldOp : Flash_Op<"yield", [Pure, ReturnLike, Terminator,
-                                       ParentOneOf<["AttentionOp", "AttentionGradOp"]>]> {
+                                       ParentOneOf<["AttentionOp", "AttentionGradOp",
+                                                   "PagedAttentionOp"]>]> {
   let summary = "yields the modified score of a score_mod region";
   let arguments = (ins Variadic<AnyType>:$values);
   let assemblyFormat = "attr-dict ($values^ `:` type($values))?";
