@@ -179,13 +179,15 @@ def traced_score_mod(fn, q_shape, arg_specs):
 
 
 def _score_mod_ir(q_shape, k_shape, bias=None, softcap=None, alibi_slopes=None,
-                  traced=None):
+                  traced=None, lens=False):
     """The captures [(name, shape, element type)] and the `captures(...)` and
     `score_mod {...}` clauses of attention()'s score conveniences, in the
     order they apply to the scaled score t: softcap·tanh(t / softcap), then
     + bias, then − slope[h]·|i + Lk − Lq − j| (ALiBi as FlashAttention
     defines it); or of a traced score_mod=fn ((captures, region), which
-    excludes the conveniences)."""
+    excludes the conveniences). lens: a paged cache, whose sequence b has
+    its own Lk, read for ALiBi from one more capture, the i32 lengths [B]
+    (k_shape's Lk is then the table's capacity, which a bias spans)."""
     if traced is not None:
         caps, region = traced
         return caps, _captures_clause(caps), region
@@ -200,6 +202,9 @@ def _score_mod_ir(q_shape, k_shape, bias=None, softcap=None, alibi_slopes=None,
         dims, shape = _alibi_dims(q_shape, alibi_slopes)
         caps.append(("slopes", shape, "f32"))
         reads.append(dims)
+        if lens:
+            caps.append(("seqlens", tuple(q_shape[:1]), "i32"))
+            reads.append((0,))
     if not caps and softcap is None:
         return [], "", ""
     types = [_tensor(sh, e) for _, sh, e in caps]
@@ -214,6 +219,8 @@ def _score_mod_ir(q_shape, k_shape, bias=None, softcap=None, alibi_slopes=None,
                   "    %st = arith.mulf %th, %cap : f32"]
         cur = "%st"
     for n, ((name, shape, elt), dims) in enumerate(zip(caps, reads)):
+        if name == "seqlens":  # read with the slopes
+            continue
         read = "    %%e%d = tensor.extract %%c%d[%s] : %s" % (
             n, n, ", ".join(x[d] for d in dims), types[n])
         lines.append(read)
@@ -229,9 +236,17 @@ def _score_mod_ir(q_shape, k_shape, bias=None, softcap=None, alibi_slopes=None,
         lines += ["    %%ii = arith.index_cast %s : index to i64" % x[nb],
                   "    %%ji = arith.index_cast %s : index to i64" % x[nb + 1],
                   "    %if = arith.sitofp %ii : i64 to f32",
-                  "    %jf = arith.sitofp %ji : i64 to f32",
-                  "    %%off = arith.constant %.1f : f32" % float(k_shape[-2] - q_shape[-2]),
-                  "    %id = arith.addf %if, %off : f32",
+                  "    %jf = arith.sitofp %ji : i64 to f32"]
+        if lens:
+            # Sequence b's queries are its last Lq positions: off = n[b] - Lq.
+            lines += ["    %%nb = tensor.extract %%c%d[%s] : %s" % (n + 1, x[0], types[n + 1]),
+                      "    %nf = arith.sitofp %nb : i32 to f32",
+                      "    %%lqf = arith.constant %.1f : f32" % float(q_shape[-2]),
+                      "    %off = arith.subf %nf, %lqf : f32"]
+        else:
+            lines.append("    %%off = arith.constant %.1f : f32"
+                         % float(k_shape[-2] - q_shape[-2]))
+        lines += ["    %id = arith.addf %if, %off : f32",
                   "    %dist = arith.subf %id, %jf : f32",
                   "    %adist = math.absf %dist : f32",
                   "    %%pen = arith.mulf %s, %%adist : f32" % val,
@@ -361,14 +376,18 @@ def _destination_func(args, n_in, op, attrs, name, n_after=0):
 
 def paged_attention_ir(q_shape, cache_k_shape, cache_v_shape, table_shape, dtype="f32", *,
                        scale=None, causal=False, window=None, lse=False, sinks=None,
+                       bias=None, softcap=None, alibi_slopes=None, score_mod=None,
                        name=FUNC_NAME):
     """The module of attention() against a paged KV cache: flash.paged_attention
     in destination-passing style on memrefs (q, k_cache, v_cache, out[, lse],
-    block_table, seq_lens[, sinks]). q [B, Hq, Lq, D]; caches [num_pages,
-    page_size, Hkv, D] / [..., Dv]; block_table [B, max_pages] and seq_lens
-    [B], i32. A mask (causal, window) sits at each sequence's own diagonal:
-    the Lq queries are its last Lq positions. sinks=(shape, element type) as
-    for attention_ir."""
+    block_table, seq_lens[, captures...][, sinks]). q [B, Hq, Lq, D]; caches
+    [num_pages, page_size, Hkv, D] / [..., Dv]; block_table [B, max_pages]
+    and seq_lens [B], i32. A mask (causal, window) sits at each sequence's
+    own diagonal: the Lq queries are its last Lq positions. sinks=(shape,
+    element type), bias=, softcap=, alibi_slopes= and score_mod= as for
+    attention_ir, with the key index the key's position in its sequence: a
+    bias spans the table's capacity max_pages · page_size, ALiBi's diagonal
+    is each sequence's own (it reads seq_lens as one more capture)."""
     q_shape, k_shape, v_shape, scale = _checked_signature(q_shape, cache_k_shape,
                                                           cache_v_shape, scale)
     table_shape = tuple(_check_dim("block_table", d) for d in table_shape)
@@ -380,20 +399,32 @@ def paged_attention_ir(q_shape, cache_k_shape, cache_v_shape, table_shape, dtype
                              "page_size, Hkv, D], got %s" % (what, sh))
     if len(table_shape) != 2:
         raise ValueError("block_table must be [B, max_pages], got %s" % (table_shape,))
+    keys = paged_keys_shape(q_shape, k_shape, table_shape)
+    caps, captures, region = _score_mod_ir(q_shape, keys, bias, softcap, alibi_slopes,
+                                           score_mod, lens=True)
     o_shape = q_shape[:-1] + v_shape[-1:]
     args = [("q", q_shape, dtype, False), ("k", k_shape, dtype, False),
             ("v", v_shape, dtype, False), ("o", o_shape, dtype, True)]
     if lse:
         args.append(("lse", q_shape[:-1], "f32", True))
     args += [("table", table_shape, "i32", False), ("lens", q_shape[:1], "i32", False)]
+    args += [(n, sh, e, False) for n, sh, e in caps]
     sinks_clause = ""
     if sinks is not None:
         sinks = _sinks_ir(q_shape, dtype, sinks)
         args.append(("sinks", sinks[0], sinks[1], False))
         sinks_clause = " sinks(%%sinks_t : %s)" % _tensor(*sinks)
-    return _destination_func(args, 3, ("flash.paged_attention", "pages"), "%s scale(%.9e)%s" % (
-        sinks_clause, scale, _mask_clause(causal, window, "bottom_right")), name,
-        n_after=1 if sinks is not None else 0)
+    return _destination_func(
+        args, 3, ("flash.paged_attention", "pages"), "%s%s scale(%.9e)%s%s" % (
+            captures, sinks_clause, scale, _mask_clause(causal, window, "bottom_right"),
+            region), name, n_after=len(caps) + (1 if sinks is not None else 0))
+
+
+def paged_keys_shape(q_shape, cache_k_shape, table_shape):
+    """The keys of a paged cache as a score_mod and a bias see them: [B, Hkv,
+    max_pages · page_size, D], key j at its position in its sequence."""
+    return (q_shape[0], cache_k_shape[2], table_shape[1] * cache_k_shape[1],
+            cache_k_shape[3])
 
 
 def varlen_attention_ir(q_shape, k_shape, v_shape, num_seqs, dtype="f32", *, scale=None,
@@ -864,16 +895,18 @@ def score_mod_arg_specs(args, kind):
 _mask_kinds = {}
 
 
-def _flex_mods(q, k, score_mod, args, mask_mod, causal, window, align):
+def _flex_mods(q, k, score_mod, args, mask_mod, causal, window, align, paged=False):
     """score_mod= and mask_mod= as one score_mod (a score.FlexMods, or None), its
     arguments (score_mod_args, then the arrays the functions read from their
     closures and globals), and causal, window, align: a mask_mod proved causal
-    or a window on these shapes becomes that structured mask."""
+    or a window on these shapes becomes that structured mask. paged: k is a
+    page pool, and a mask_mod stays a score_mod (a structured mask there sits
+    at each sequence's end, not where the function's indices put it)."""
     from . import score
     if isinstance(score_mod, score.FlexMods):  # autograd's own call: lowered already
         return score_mod, args, causal, window, align
-    kind = None
-    if mask_mod is not None:
+    kind = ("mod",) if paged and mask_mod is not None else None
+    if mask_mod is not None and not paged:
         lq, lk = q.shape[-2], k.shape[-2]
         key = score.function_key(mask_mod)
         key = None if key is None else (key, len(q.shape) - 2, lq, lk)
@@ -891,6 +924,18 @@ def _flex_mods(q, k, score_mod, args, mask_mod, causal, window, align):
         return None, (), causal, window, align
     flex = score.FlexMods(score_mod, mask_mod, len(args), with_mask=not structured)
     return flex, args + flex.arrays, causal, window, align
+
+
+def _mods_ir(q, bias, alibi_slopes, score_mod, score_mod_args, kind, elt):
+    """What the IR generators take for a call's bias, ALiBi slopes and
+    score_mod: (shape, element type), the slopes' shape, (captures, region)."""
+    bias_ir = None if bias is None else (tuple(bias.shape), bias_type(bias, kind, elt))
+    slopes_ir = None if alibi_slopes is None else slopes_type(alibi_slopes, kind)
+    traced = None
+    if score_mod is not None:
+        traced = traced_score_mod(score_mod, tuple(q.shape),
+                                  score_mod_arg_specs(score_mod_args, kind))
+    return bias_ir, slopes_ir, traced
 
 
 def _kernel_for(q, k, v, scale, causal, window, align, return_lse, dynamic, pipeline, cache,
@@ -926,16 +971,16 @@ def _kernel_for(q, k, v, scale, causal, window, align, return_lse, dynamic, pipe
                              % (tuple(q.shape),))
         _check_index_array("block_table", block_table, kind, (q.shape[0], None))
         _check_index_array("seq_lens", seq_lens, kind, (q.shape[0],))
+        bias_ir, slopes_ir, traced = _mods_ir(q, bias, alibi_slopes, score_mod,
+                                              score_mod_args, kind, elt)
         sinks_ir = None if sinks is None else sinks_type(sinks, kind, elt, q.shape)
         ir = paged_attention_ir(q.shape, k.shape, v.shape, block_table.shape, elt, scale=scale,
-                                causal=causal, window=window, lse=return_lse, sinks=sinks_ir)
+                                causal=causal, window=window, lse=return_lse, sinks=sinks_ir,
+                                bias=bias_ir, softcap=softcap, alibi_slopes=slopes_ir,
+                                score_mod=traced)
     else:
-        bias_ir = None if bias is None else (tuple(bias.shape), bias_type(bias, kind, elt))
-        slopes_ir = None if alibi_slopes is None else slopes_type(alibi_slopes, kind)
-        traced = None
-        if score_mod is not None:
-            traced = traced_score_mod(score_mod, tuple(q.shape),
-                                      score_mod_arg_specs(score_mod_args, kind))
+        bias_ir, slopes_ir, traced = _mods_ir(q, bias, alibi_slopes, score_mod,
+                                              score_mod_args, kind, elt)
         sinks_ir = None if sinks is None else sinks_type(sinks, kind, elt, q.shape)
         ir = attention_ir(q.shape, k.shape, v.shape, elt, scale=scale, causal=causal,
                           window=window, align=align, lse=return_lse, dynamic=dynamic,
@@ -1000,7 +1045,9 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align=None,
     structured mask, whose empty tiles every kernel skips; any other masks
     the scores (where(visible, score, -inf)). Not with causal/window
     (write them in mask_mod). Neither with bias/softcap/alibi_slopes
-    (write them in fn), dynamic or block_table.
+    (write them in fn) nor dynamic. With block_table, kv_idx is the key's
+    position in its sequence and q_idx the query's row (its position is
+    q_idx + seq_lens[b] - Lq), and a mask_mod always masks the scores.
     block_table, seq_lens: attention against a paged KV cache (decode, as
     vLLM and FlashInfer keep it). k and v are then the page pools
     [num_pages, page_size, Hkv, D] / [..., Dv], q is [B, Hq, Lq, D],
@@ -1008,8 +1055,10 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align=None,
     and seq_lens int32 [B] its length; the Lq queries are the last Lq
     positions of their sequence, so causal and window align bottom_right to
     each sequence's own length. Lengths past the table's capacity are
-    clamped to it and page numbers into the pool. No bias/softcap/alibi or
-    gradients with a paged cache yet.
+    clamped to it and page numbers into the pool. With a paged cache a bias
+    broadcasts to [B, Hq, Lq, max_pages · page_size] (key j at its position
+    in its sequence), ALiBi aligns to each sequence's length, and score_mod
+    and mask_mod apply as above; no gradients through it yet.
     cu_seqlens_q, cu_seqlens_k: a packed batch of variable-length sequences
     (prefill without padding, FlashAttention's varlen layout). q is then
     [Tq, Hq, D], k [Tk, Hkv, D], v [Tk, Hkv, Dv], the tokens of all
@@ -1091,8 +1140,6 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align=None,
             raise ValueError("%s= replaces %s=: write it in the function" % (what, mods[0]))
         if dynamic:
             raise ValueError("%s= needs static shapes (dynamic=False)" % what)
-        if block_table is not None or seq_lens is not None:
-            raise ValueError("%s= is not supported with block_table= yet" % what)
         if cu_seqlens_q is not None or cu_seqlens_k is not None:
             raise ValueError("%s= is not supported with cu_seqlens_q= yet" % what)
         if mask_mod is not None and (causal or window is not None):
@@ -1101,7 +1148,8 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align=None,
             raise ValueError("score_mod_args= without score_mod=")
         score_mod_args = tuple(score_mod_args)
         score_mod, score_mod_args, causal, window, align = _flex_mods(
-            q, k, score_mod, score_mod_args, mask_mod, causal, window, align)
+            q, k, score_mod, score_mod_args, mask_mod, causal, window, align,
+            paged=block_table is not None or seq_lens is not None)
     elif score_mod_args:
         raise ValueError("score_mod_args= without score_mod=")
     paged = block_table is not None or seq_lens is not None
@@ -1135,8 +1183,6 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align=None,
             raise ValueError("block_table= and seq_lens= go together (a paged KV cache needs "
                              "both), got only %s=" % ("block_table" if seq_lens is None
                                                       else "seq_lens"))
-        if mods:
-            raise ValueError("%s= is not supported with block_table= yet" % mods[0])
         if dynamic:
             raise ValueError("dynamic=True is not supported with block_table= (the page pool "
                              "and table sizes are part of the kernel)")
@@ -1194,8 +1240,9 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align=None,
                                         score_mod_args, cu_seqlens_q, cu_seqlens_k, sinks)
         if fast is not None:
             _fast_kernels[fast] = (kernel, kind, elt)
-    named = (("block_table", block_table), ("seq_lens", seq_lens)) if paged else \
-        (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)) if varlen else \
+    named = ((("block_table", block_table), ("seq_lens", seq_lens)) if paged else
+             (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)) if varlen
+             else ()) + \
         (("bias", bias), ("alibi_slopes", alibi_slopes), ("sinks", sinks)) + tuple(
             ("score_mod_args[%d]" % n, a) for n, a in enumerate(score_mod_args))
     if kind == "torch-cuda":
@@ -1204,6 +1251,16 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align=None,
                 raise ValueError("%s is on %s, q on %s" % (name, c.device, q.device))
     if paged:
         captures = (block_table, seq_lens)
+        if score_mod is not None:
+            captures += tuple(score_mod_args)
+        else:
+            if bias is not None:
+                keys = paged_keys_shape(tuple(q.shape), tuple(k.shape),
+                                        tuple(block_table.shape))
+                captures += (bias.reshape(_bias_plan(tuple(q.shape), keys,
+                                                     tuple(bias.shape))[1]),)
+            if alibi_slopes is not None:
+                captures += (alibi_slopes, seq_lens)
     elif varlen:
         if kind != "torch-cuda":
             _check_offsets(q, k, cu_seqlens_q, cu_seqlens_k)
@@ -1334,7 +1391,8 @@ def prebuild(q_shape, k_shape, v_shape, dtype, *, device="cuda", scale=None, cau
 
     block_table=(B, max_pages): the kernel of a call against a paged KV cache
     (k_shape, v_shape the page pools [num_pages, page_size, Hkv, D]; seq_lens
-    is then [B]); the mask aligns bottom-right to each sequence.
+    is then [B]); the mask aligns bottom-right to each sequence; with any of
+    the score arguments above.
 
     cu_seqlens=(B + 1,): the kernel of a call on a packed varlen batch
     (q_shape [Tq, Hq, D], k_shape/v_shape [Tk, Hkv, D/Dv]; both offsets
@@ -1375,15 +1433,8 @@ def prebuild(q_shape, k_shape, v_shape, dtype, *, device="cuda", scale=None, cau
                                  causal=causal, window=window, align=align, lse=return_lse,
                                  sinks=sinks_ir)
         return _library_for(ir, device, pipeline, format_options(options))
-    if block_table is not None:
-        if grad or bias is not None or softcap is not None or alibi_slopes is not None \
-                or dynamic:
-            raise ValueError("block_table= takes no grad, bias, softcap, alibi_slopes or "
-                             "dynamic")
-        ir = paged_attention_ir(q_shape, k_shape, v_shape, block_table, elt, scale=scale,
-                                causal=causal, window=window, lse=return_lse,
-                                sinks=sinks_ir)
-        return _library_for(ir, device, pipeline, format_options(options))
+    if block_table is not None and (grad or dynamic):
+        raise ValueError("block_table= takes no grad or dynamic")
     traced = None
     if mask_mod is not None:
         if causal or window is not None:
@@ -1391,7 +1442,7 @@ def prebuild(q_shape, k_shape, v_shape, dtype, *, device="cuda", scale=None, cau
         shape = collections.namedtuple("shape", "shape")
         score_mod, flex_args, causal, window, align = _flex_mods(
             shape(tuple(q_shape)), shape(tuple(k_shape)), score_mod, (), mask_mod, causal,
-            window, align)
+            window, align, paged=block_table is not None)
         if score_mod is not None:
             score_mod = _FlexSpecs(score_mod, score_mod_args)
     if score_mod is not None:
@@ -1410,6 +1461,12 @@ def prebuild(q_shape, k_shape, v_shape, dtype, *, device="cuda", scale=None, cau
                                 "float16, bfloat16, bool, int32, int64)" % (n, adt))
             specs.append((tuple(shape), aelt))
         traced = traced_score_mod(score_mod, tuple(q_shape), specs)
+    if block_table is not None:
+        ir = paged_attention_ir(q_shape, k_shape, v_shape, block_table, elt, scale=scale,
+                                causal=causal, window=window, lse=return_lse,
+                                sinks=sinks_ir, bias=bias_ir, softcap=softcap,
+                                alibi_slopes=alibi_slopes, score_mod=traced)
+        return _library_for(ir, device, pipeline, format_options(options))
     if grad:
         from ._autograd import grad_library, split_options
         fwd, bwd = split_options(options, device == "cuda")

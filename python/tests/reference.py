@@ -41,11 +41,13 @@ def attention_ref(q, k, v, scale=None, causal=False, window=None, align="top_lef
 
 
 def paged_attention_ref(q, k_cache, v_cache, block_table, seq_lens, scale=None, causal=False,
-                        window=None):
+                        window=None, score_mod=None):
     """flash.paged_attention from its definition: sequence b's keys are the
     first n = clamp(seq_lens[b], 0, capacity) positions of its pages (page
     numbers clamped into the pool), and its Lq queries are its last Lq
-    positions (masks bottom-right at n)."""
+    positions (masks bottom-right at n). score_mod(s, b, h, i, j, n), when
+    given, rewrites the scaled scores [Hq, Lq, n] of sequence b before the
+    mask (h [Hq, 1, 1], i [Lq, 1], j [1, n]: query head, row, key position)."""
     q = np.asarray(q, dtype=np.float64)
     k_cache, v_cache = (np.asarray(x, dtype=np.float64) for x in (k_cache, v_cache))
     num_pages, page, hkv = k_cache.shape[:3]
@@ -59,8 +61,13 @@ def paged_attention_ref(q, k_cache, v_cache, block_table, seq_lens, scale=None, 
             np.zeros((0, hkv, k_cache.shape[-1]))
         v = v_cache[pages].reshape(-1, hkv, v_cache.shape[-1])[:n] if num_pages else \
             np.zeros((0, hkv, v_cache.shape[-1]))
+        mod = None
+        if score_mod is not None:
+            h = np.arange(q.shape[1])[:, None, None]
+            mod = (lambda s, i, j, b=b, n=n: score_mod(s, b, h, i, j, n))
         o, l = attention_ref(q[b], k.transpose(1, 0, 2), v.transpose(1, 0, 2), scale=scale,
-                             causal=causal, window=window, align="bottom_right")
+                             causal=causal, window=window, align="bottom_right",
+                             score_mod=mod)
         outs.append(o)
         lses.append(l)
     return np.stack(outs), np.stack(lses)

@@ -3,7 +3,9 @@ flash.paged_attention through flash-cpu-pipeline, against float64 from the
 definition on fresh random inputs — page sizes that are not powers of two,
 GQA and MQA, Lq from 1 to 16, causal and window at each sequence's own
 diagonal, empty sequences, lengths past the table's capacity and page
-numbers outside the pool (clamped) — and the diagnostics for bad arguments."""
+numbers outside the pool (clamped), score_mod / mask_mod and the score
+conveniences with the key's position in its sequence — and the diagnostics
+for bad arguments."""
 import os
 import sys
 
@@ -136,7 +138,6 @@ def _small(rng):
     (dict(lens_dtype=np.float32), TypeError, "seq_lens must be int32"),
     (dict(lens_shape=(3,)), ValueError, r"seq_lens must have shape \[2\]"),
     (dict(align="top_left"), ValueError, "align must be 'bottom_right'"),
-    (dict(softcap=30.0), ValueError, "softcap= is not supported with block_table="),
     (dict(dynamic=True), ValueError, "dynamic=True is not supported with block_table="),
 ])
 def test_bad_arguments_are_named(kwargs, error, match):
@@ -167,3 +168,89 @@ def test_gradients_refused():
     with pytest.raises(NotImplementedError, match="paged KV cache"):
         attention(tq, torch.from_numpy(kc), torch.from_numpy(vc),
                   block_table=torch.from_numpy(table), seq_lens=torch.from_numpy(lens))
+
+
+def _paged_mod_case(name, seed):
+    b, hq, hkv, lq, d, dv, page, pages, max_pages, lens, mask = CASES[name]
+    rng = np.random.default_rng(sum(map(ord, name)) + seed)
+    q, kc, vc, table, lens = _case(rng, b, hq, hkv, lq, d, dv, page, pages, max_pages, lens)
+    return rng, q, kc, vc, table, lens, mask, max_pages * page
+
+
+def _check(o, lse, ro, rl):
+    live = np.isfinite(rl)
+    assert np.array_equal(np.isfinite(lse), live)
+    np.testing.assert_allclose(o, ro, atol=3e-5, rtol=1e-4)
+    np.testing.assert_allclose(lse[live], rl[live], atol=3e-5, rtol=1e-5)
+    assert np.all(o[~live] == 0)
+
+
+# score_mod with its indices on a paged cache: kv_idx is the key's position in
+# its sequence, q_idx the query's row; score_mod_args are read there.
+MOD_CASES = ("decode_gqa4_page16", "spec_causal_page32", "lq16_window_page80",
+             "empty_and_short", "mqa_page48")
+
+
+@pytest.mark.parametrize("name", MOD_CASES)
+def test_score_mod_matches_reference(name):
+    rng, q, kc, vc, table, lens, mask, capacity = _paged_mod_case(name, 2)
+    hq, lq = q.shape[1], q.shape[2]
+    bias = rng.standard_normal((hq, capacity)).astype(np.float32)
+
+    def mod(score, b, h, q_idx, kv_idx, bias_t, lens_t):
+        # Soft-capped, a per-head bias along the key's position, and a pull
+        # toward the query's own position q_idx + n - Lq.
+        pos = q_idx + lens_t[b] - lq
+        return np.tanh(score / 8.0) * 8.0 + bias_t[h, kv_idx] - 0.05 * abs(pos - kv_idx)
+
+    o, lse = attention(q, kc, vc, block_table=table, seq_lens=lens, return_lse=True,
+                       score_mod=mod, score_mod_args=(bias, lens), **mask)
+    ro, rl = paged_attention_ref(
+        q, kc, vc, table, lens, **mask,
+        score_mod=lambda s, b, h, i, j, n: np.tanh(s / 8.0) * 8.0 + bias[h, j]
+        - 0.05 * np.abs(i + n - lq - j))
+    _check(o, lse, ro, rl)
+
+
+@pytest.mark.parametrize("name", ("decode_gqa4_page16", "spec_causal_page32", "mqa_page48"))
+def test_mask_mod_matches_reference(name):
+    """A mask_mod on a paged cache masks the scores at the indices it is given
+    (never a structured mask: that would sit at each sequence's end)."""
+    rng, q, kc, vc, table, lens, mask, capacity = _paged_mod_case(name, 3)
+    o, lse = attention(q, kc, vc, block_table=table, seq_lens=lens, return_lse=True,
+                       mask_mod=lambda b, h, q_idx, kv_idx: kv_idx % 3 != 1)
+    ro, rl = paged_attention_ref(
+        q, kc, vc, table, lens,
+        score_mod=lambda s, b, h, i, j, n: np.where(j % 3 != 1, s, -np.inf))
+    _check(o, lse, ro, rl)
+
+
+@pytest.mark.parametrize("name", MOD_CASES)
+def test_conveniences_match_reference(name):
+    """softcap=, bias= (over the table's capacity) and alibi_slopes= (at each
+    sequence's own diagonal) on a paged cache."""
+    rng, q, kc, vc, table, lens, mask, capacity = _paged_mod_case(name, 4)
+    b, hq, lq = q.shape[:3]
+    bias = rng.standard_normal((hq, 1, capacity)).astype(np.float32)
+    slopes = (rng.random(hq) * 0.3).astype(np.float32)
+    o, lse = attention(q, kc, vc, block_table=table, seq_lens=lens, return_lse=True,
+                       softcap=5.0, bias=bias, alibi_slopes=slopes, **mask)
+    ro, rl = paged_attention_ref(
+        q, kc, vc, table, lens, **mask,
+        score_mod=lambda s, bi, h, i, j, n: np.tanh(s / 5.0) * 5.0 + bias[:, :, :n]
+        - slopes[h] * np.abs(i + n - lq - j))
+    _check(o, lse, ro, rl)
+
+
+def test_torch_bf16_score_mod_matches_reference():
+    torch = pytest.importorskip("torch")
+    rng, q, kc, vc, table, lens, mask, capacity = _paged_mod_case("decode_gqa4_page16", 5)
+    q, kc, vc = (x.astype(np.float32) for x in (q, kc, vc))
+    tq, tk, tv = (torch.from_numpy(x).to(torch.bfloat16) for x in (q, kc, vc))
+    o = attention(tq, tk, tv, block_table=torch.from_numpy(table),
+                  seq_lens=torch.from_numpy(lens),
+                  score_mod=lambda s, b, h, i, j: s - 0.1 * j)
+    rq, rk, rv = (x.to(torch.float64).numpy() for x in (tq, tk, tv))
+    ro, _ = paged_attention_ref(rq, rk, rv, table, lens,
+                                score_mod=lambda s, b, h, i, j, n: s - 0.1 * j)
+    np.testing.assert_allclose(o.to(torch.float64).numpy(), ro, atol=2e-2, rtol=2e-2)

@@ -2,7 +2,8 @@
 reads every key row through the block table, and through the wgmma kernel's decode form
 (kernel=auto for GQA without a mask on sm_90a), whose TMA boxes of a K/V tile each come
 from the page the table names (page numbers clamped into the pool, each sequence's own
-length, masks at its own diagonal).
+length, masks at its own diagonal), with score_mod / mask_mod and the score conveniences
+read at each key's position in its sequence.
 
 Same rules as test_decode_gpu.py: a float64 reference (reference.paged_attention_ref),
 the error at most twice that of torch SDPA run on each sequence's gathered keys (plus
@@ -84,6 +85,50 @@ SINK_CASES = {
 }
 
 
+# score_mod / mask_mod and the score conveniences on a paged cache, in each kernel that
+# reads pages: the wgmma decode form (kernel=auto: GQA, no mask) and the split-KV kernel
+# (kernel=auto with a mask), plus the wgmma kernel asked for under a mask. kv_idx is the
+# key's position in its sequence; the function reads a float bias along it and the
+# lengths, for the query's own position.
+def _paged_mod(lq):
+    def fn(s, b, h, i, j, bias, lens):
+        from flash_mlir import score as fs
+        pos = i + lens[b] - lq
+        return 8.0 * fs.tanh(s / 8.0) + bias[h, j] - 0.05 * abs(pos - j)
+    return fn
+
+
+MOD_CASES = {
+    "mod-gqa4-auto": _case(3, 32, 8, 1, 128, 16, 900, 300, [4097, 1, 0], return_lse=True),
+    "mod-lq16-causal-splitkv": _case(2, 32, 8, 16, 128, 32, 200, 90, [2800, 16], causal=True,
+                                     return_lse=True),
+    "mod-wg-lq16-causal-page48": _case(2, 16, 4, 16, 64, 48, 90, 40, [1000, 1919],
+                                       causal=True, kernel="wgmma"),
+    "mod-mha-d64-f16-splitkv": _case(2, 8, 8, 2, 64, 16, 300, 140, [2049, 500],
+                                     dtype="float16", kernel="splitkv"),
+}
+# The conveniences (softcap=, bias= over the table's capacity, alibi_slopes= at each
+# sequence's own diagonal) and a mask_mod (a strided mask: a score_mod on a paged cache).
+CONVENIENCE_CASES = {
+    "conv-gqa4-auto": _case(3, 32, 8, 1, 128, 16, 900, 300, [4097, 1, 0], return_lse=True),
+    "conv-lq16-causal-splitkv": _case(2, 32, 8, 16, 128, 32, 200, 90, [2800, 16],
+                                      causal=True),
+}
+MASK_MOD_CASES = {
+    "maskmod-gqa4-auto": _case(2, 32, 8, 1, 128, 16, 900, 300, [4097, 333]),
+    "maskmod-lq16-splitkv": _case(2, 16, 4, 16, 64, 32, 200, 90, [2800, 16], kernel="splitkv"),
+}
+
+
+def _strided_mask(b, h, i, j):
+    return j % 3 != 1
+
+
+def _mod_specs(c):
+    cap = c["table"][1] * c["k"][1]
+    return [((c["q"][1], cap), "float32"), ((c["q"][0],), "int32")]
+
+
 def prebuild_all(cache_dir):
     os.environ["FLASH_MLIR_CACHE_DIR"] = cache_dir
     os.environ.setdefault("CUDA_HOME", "/usr/local/cuda")
@@ -93,6 +138,20 @@ def prebuild_all(cache_dir):
     for name, c in SINK_CASES.items():
         print(name, flash_mlir.prebuild(c["q"], c["k"], c["v"], c["dtype"],
                                         block_table=c["table"], sinks=((c["q"][1],), "f32"),
+                                        **c["kw"]))
+    for name, c in MOD_CASES.items():
+        print(name, flash_mlir.prebuild(c["q"], c["k"], c["v"], c["dtype"],
+                                        block_table=c["table"], score_mod=_paged_mod(c["q"][2]),
+                                        score_mod_args=_mod_specs(c), **c["kw"]))
+    for name, c in CONVENIENCE_CASES.items():
+        cap = c["table"][1] * c["k"][1]
+        print(name, flash_mlir.prebuild(c["q"], c["k"], c["v"], c["dtype"],
+                                        block_table=c["table"], softcap=20.0,
+                                        bias=((c["q"][1], 1, cap), "float32"),
+                                        alibi_slopes=(c["q"][1],), **c["kw"]))
+    for name, c in MASK_MOD_CASES.items():
+        print(name, flash_mlir.prebuild(c["q"], c["k"], c["v"], c["dtype"],
+                                        block_table=c["table"], mask_mod=_strided_mask,
                                         **c["kw"]))
     for name, (qs, ks, vs, table, kw) in _same_keys_cases().items():
         print(name, flash_mlir.prebuild(qs, ks, vs, "bf16", block_table=table, **kw))
@@ -200,6 +259,110 @@ def test_sinks_match_reference(name):
     assert err < 1e-2, err
     assert np.abs(lse.double().cpu().numpy() - want_lse).max() <= 1e-3
     assert np.abs(want - ref).max() > 1e-2  # the sinks are seen
+
+
+def _paged_mod_ref(torch, q, k, v, table, lens, mod, dtype, causal=False, window=None):
+    """(out, lse) of each sequence's gathered keys in `dtype` (float64: the reference;
+    float32: the anchor), mod(s, b, h, i, j, n) on the scaled scores before the mask."""
+    pages, page, hkv, d = k.shape
+    b_, hq, lq, _ = q.shape
+    out = torch.zeros(b_, hq, lq, v.shape[-1], dtype=dtype, device="cuda")
+    lse = torch.full((b_, hq, lq), float("-inf"), dtype=dtype, device="cuda")
+    for b in range(b_):
+        n = min(max(int(lens[b]), 0), table.shape[1] * page)
+        if n == 0:
+            continue
+        idx = table[b].long().clamp(0, pages - 1)
+        kb = k[idx].reshape(-1, hkv, d)[:n].transpose(0, 1).to(dtype)
+        vb = v[idx].reshape(-1, hkv, v.shape[-1])[:n].transpose(0, 1).to(dtype)
+        g = hq // hkv
+        kb, vb = kb.repeat_interleave(g, 0), vb.repeat_interleave(g, 0)
+        s = q[b].to(dtype) @ kb.transpose(-1, -2) / d ** 0.5
+        h = torch.arange(hq, device="cuda")[:, None, None]
+        i = torch.arange(lq, device="cuda")[:, None]
+        j = torch.arange(n, device="cuda")[None, :]
+        s = mod(s, b, h, i, j, n)
+        if causal or window is not None:
+            ok = j <= i + n - lq
+            if window is not None:
+                ok &= j > i + n - lq - window
+            s = s.masked_fill(~ok, float("-inf"))
+        dead = torch.isneginf(s).all(-1, keepdim=True)
+        p = torch.softmax(s.masked_fill(dead, 0), -1).masked_fill(dead, 0)
+        out[b] = p @ vb
+        lse[b] = torch.logsumexp(s, -1)
+    return out, lse
+
+
+def _check_mod(torch, c, out, lse, q, k, v, table, lens, mod):
+    """At most twice the error of the same math in float32 from the same inputs, rounded
+    like the output (no SDPA backend computes these); dead rows 0; the lse within 1e-3."""
+    masks = {key: c["kw"][key] for key in ("causal", "window") if key in c["kw"]}
+    want, want_lse = _paged_mod_ref(torch, q, k, v, table, lens, mod, torch.float64, **masks)
+    anchor, _ = _paged_mod_ref(torch, q, k, v, table, lens, mod, torch.float32, **masks)
+    assert not torch.isnan(out).any()
+    err = (out.double() - want).abs().max().item()
+    err_anchor = (anchor.to(q.dtype).double() - want).abs().max().item()
+    assert err <= 2 * err_anchor + 1e-3, (err, err_anchor)
+    dead = torch.isneginf(want_lse)
+    assert (out[dead] == 0).all().item()
+    if lse is not None:
+        assert (lse[dead] == float("-inf")).all().item()
+        assert (lse.double() - want_lse)[~dead].abs().max().item() <= 1e-3
+
+
+@pytest.mark.parametrize("name", list(MOD_CASES))
+def test_score_mod_matches_reference(name):
+    torch = _cuda()
+    c = MOD_CASES[name]
+    q, k, v, table, lens = _inputs(torch, c)
+    cap = c["table"][1] * c["k"][1]
+    bias = torch.randn(c["q"][1], cap, device="cuda")
+    res = flash_mlir.attention(q, k, v, block_table=table, seq_lens=lens,
+                               score_mod=_paged_mod(c["q"][2]), score_mod_args=(bias, lens),
+                               **c["kw"])
+    torch.cuda.synchronize()
+    out, lse = res if c["kw"].get("return_lse") else (res, None)
+    lq = c["q"][2]
+
+    def mod(s, b, h, i, j, n):
+        return 8.0 * torch.tanh(s / 8.0) + bias.to(s.dtype)[h[..., 0], j] \
+            - 0.05 * (i + n - lq - j).abs().to(s.dtype)
+    _check_mod(torch, c, out, lse, q, k, v, table, lens, mod)
+
+
+@pytest.mark.parametrize("name", list(CONVENIENCE_CASES))
+def test_conveniences_match_reference(name):
+    torch = _cuda()
+    c = CONVENIENCE_CASES[name]
+    q, k, v, table, lens = _inputs(torch, c)
+    hq, lq = c["q"][1], c["q"][2]
+    cap = c["table"][1] * c["k"][1]
+    bias = torch.randn(hq, 1, cap, device="cuda")
+    slopes = torch.rand(hq, device="cuda") * 0.3
+    res = flash_mlir.attention(q, k, v, block_table=table, seq_lens=lens, softcap=20.0,
+                               bias=bias, alibi_slopes=slopes, **c["kw"])
+    torch.cuda.synchronize()
+    out, lse = res if c["kw"].get("return_lse") else (res, None)
+
+    def mod(s, b, h, i, j, n):
+        return 20.0 * torch.tanh(s / 20.0) + bias.to(s.dtype)[:, :, :n] \
+            - slopes.to(s.dtype)[:, None, None] * (i + n - lq - j).abs().to(s.dtype)
+    _check_mod(torch, c, out, lse, q, k, v, table, lens, mod)
+
+
+@pytest.mark.parametrize("name", list(MASK_MOD_CASES))
+def test_mask_mod_matches_reference(name):
+    torch = _cuda()
+    c = MASK_MOD_CASES[name]
+    q, k, v, table, lens = _inputs(torch, c)
+    out = flash_mlir.attention(q, k, v, block_table=table, seq_lens=lens,
+                               mask_mod=_strided_mask, **c["kw"])
+    torch.cuda.synchronize()
+
+    def mod(s, b, h, i, j, n):
+        return s.masked_fill(j % 3 == 1, float("-inf"))
+    _check_mod(torch, c, out, None, q, k, v, table, lens, mod)
 
 
 # The same keys as a contiguous cache [B, Hkv, Lk, D] and as pages of 16 in a shuffled
