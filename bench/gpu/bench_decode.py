@@ -69,7 +69,13 @@ VARIANTS = {
     # or by the combine kernel; by default the form's rows choose.
     "fc": {"fused_combine": 1},
     "cc": {"fused_combine": 0},
+    # A score_mod (Gemma 2's soft-capping): measured contiguous and paged, beside the
+    # same call without it.
+    "softcap": {"softcap": 30.0},
 }
+# Variants that are a score modification rather than a kernel option: they run on the
+# paged twin too.
+SCORE_VARIANTS = ("softcap",)
 VARIANT_CASES = [(16, 32, 8, 1, 32768), (64, 32, 8, 1, 32768), (1, 32, 8, 1, 131072),
                  (16, 32, 8, 16, 32768), (16, 8, 1, 1, 131072), (16, 8, 1, 16, 32768),
                  # Where kernel=auto's rule for the split kernel ends (64 rows, or 128
@@ -108,21 +114,26 @@ def variant_cases(all_cases):
 def prebuild(cache, names=None, all_cases=False, pages=(PAGE,)):
     os.environ["FLASH_MLIR_CACHE_DIR"] = cache
     os.environ.setdefault("CUDA_HOME", "/usr/local/cuda")
-    for case in CASES:
+    # With variants, the run takes their cases only; the paged twins only for score
+    # variants.
+    paged = not names or any(n in SCORE_VARIANTS for n in names)
+    for case in (variant_cases(all_cases) if names else CASES):
         print(case, flash_mlir.prebuild(*shapes(case), "bf16"))
-        for page in pages:
+        for page in (pages if paged else ()):
             qs, ks, vs, table = paged_shapes(case, page)
             print(case, "paged", page,
                   flash_mlir.prebuild(qs, ks, vs, "bf16", block_table=table))
-    if names:  # the variant rows' default beside them, where CASES lack it
-        for case in variant_cases(all_cases):
-            if case not in CASES:
-                print(case, flash_mlir.prebuild(*shapes(case), "bf16"))
     for name, kw in VARIANTS.items():
         if name not in (names or ()):
             continue
         for case in variant_cases(all_cases):
             print(name, case, flash_mlir.prebuild(*shapes(case), "bf16", **kw))
+            if name not in SCORE_VARIANTS:
+                continue
+            for page in pages:
+                qs, ks, vs, table = paged_shapes(case, page)
+                print(name, case, "paged", page,
+                      flash_mlir.prebuild(qs, ks, vs, "bf16", block_table=table, **kw))
 
 
 def copy_rate_tbs(torch):
@@ -333,7 +344,8 @@ def run(with_flex, variants, only_lq=None, all_cases=False, pages=(PAGE,), break
         kp = vp = table = None
         # The same keys as pages in a shuffled pool, one page size at a time (a pool
         # is as large as the cache); PAGE's pool is kept for Flex's paged column.
-        for page in ([] if variants else pages):
+        score_variants = [n for n in variants if n in SCORE_VARIANTS]
+        for page in (pages if not variants or score_variants else []):
             perm = torch.randperm(b * lk // page, device="cuda")
             try:
                 pk, pv = paged_pool(k, page, perm), paged_pool(v, page, perm)
@@ -348,6 +360,10 @@ def run(with_flex, variants, only_lq=None, all_cases=False, pages=(PAGE,), break
             bench(case, kv_bytes, "ours-paged%d" % page,
                   lambda: flash_mlir.attention(q, pk, pv, block_table=pt, seq_lens=lens),
                   ref)
+            for name in score_variants:
+                bench(case, kv_bytes, "ours-paged%d[%s]" % (page, name),
+                      lambda kw=VARIANTS[name]: flash_mlir.attention(
+                          q, pk, pv, block_table=pt, seq_lens=lens, **kw), ref)
             if page == PAGE:
                 kp, vp, table = pk, pv, pt
             pk = pv = pt = None
