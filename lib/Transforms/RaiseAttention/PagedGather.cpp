@@ -16,11 +16,16 @@
 //     which are cloned onto the table so that a negative-index wrap or a
 //     clamp the frontend wrote keeps its meaning), reading whole pages of
 //     pools laid out [num_pages, page_size, Hkv, D];
-//   - what is masked is exactly `j < lens[b]` (a per-sequence length, or one
-//     length for the batch) with a fill the raiser reads as -inf, or nothing
-//     (every sequence is then the full table's capacity);
-//   - there is no other score_mod and no structured mask: both would be at
-//     the gathered length, which is not the paged op's per-sequence diagonal.
+//   - the score_mod's result is `select(j < lens[b], t, fill)` (a per-sequence
+//     length, or one length for the batch) with a fill the raiser reads as
+//     -inf, or there is no score_mod (every sequence is then the full
+//     table's capacity). Whatever computes `t` from the score becomes the
+//     paged op's score_mod: its indices mean the same there (key j of the
+//     gathered cache is position j of its sequence), with the captures it
+//     reads. What is applied after the length mask is refused (it would see
+//     the masked keys' fill);
+//   - there is no structured mask: it would be at the gathered length, not
+//     at the paged op's per-sequence diagonal.
 //
 // The lengths become i32 clamped into [0, capacity], which is what the
 // original's compare sees on the gathered keys; the table entries become
@@ -36,6 +41,8 @@
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SmallPtrSet.h"
 
 using namespace mlir;
 using namespace mlir::flash;
@@ -279,31 +286,37 @@ static bool samePages(const PagedRead &a, const PagedRead &b) {
   return true;
 }
 
-/// The length mask of `attn`'s score_mod: the capture holding the lengths
-/// (rank 1 read at the batch index, or rank 0), or a null value when there
-/// is no score_mod.
-static FailureOr<Value> matchLengthMask(AttentionOp attn, std::string &why,
-                                        Operation *&at) {
+/// The length mask of a score_mod: the capture holding the lengths (rank 1
+/// read at the batch index, or rank 0), and the score it keeps for the keys
+/// that exist (the region's value; the score argument when the mask is all
+/// the region does).
+struct LengthMask {
+  Value lens, kept;
+};
+
+/// `attn`'s length mask; null values when there is no score_mod.
+static FailureOr<LengthMask> matchLengthMask(AttentionOp attn, std::string &why,
+                                             Operation *&at) {
   if (attn.getScoreMod().empty())
-    return Value();
+    return LengthMask();
   Block &blk = attn.getScoreMod().front();
   unsigned nb = attn.getNumBatchDims();
-  Value s = blk.getArgument(0), b = blk.getArgument(1),
-        j = blk.getArgument(nb + 2);
+  Value b = blk.getArgument(1), j = blk.getArgument(nb + 2);
   Value r = blk.getTerminator()->getOperand(0);
   at = r.getDefiningOp() ? r.getDefiningOp() : attn.getOperation();
-  why = "the score_mod does more than hide the keys past each sequence's "
-        "length";
+  why = "the score_mod's result is not a select that hides the keys past "
+        "each sequence's length";
   auto sel = r.getDefiningOp<arith::SelectOp>();
   if (!sel)
     return failure();
   bool negate;
-  if (sel.getTrueValue() == s && isFillConstant(sel.getFalseValue()))
+  if (isFillConstant(sel.getFalseValue()))
     negate = false;
-  else if (sel.getFalseValue() == s && isFillConstant(sel.getTrueValue()))
+  else if (isFillConstant(sel.getTrueValue()))
     negate = true;
   else
     return failure();
+  Value kept = negate ? sel.getFalseValue() : sel.getTrueValue();
   Value c = sel.getCondition();
   while (auto x = c.getDefiningOp<arith::XOrIOp>()) {
     if (matchPattern(x.getRhs(), m_One()))
@@ -340,7 +353,64 @@ static FailureOr<Value> matchLengthMask(AttentionOp attn, std::string &why,
   if (!capType.getElementType().isSignlessInteger() &&
       !capType.getElementType().isIndex())
     return failure();
-  return attn.getCaptures()[cap.getArgNumber() - (nb + 3)];
+  return LengthMask{attn.getCaptures()[cap.getArgNumber() - (nb + 3)], kept};
+}
+
+/// Gives `paged` the part of `attn`'s score_mod that computes `kept` (the
+/// ops it depends on, in order) and the captures they read.
+static void moveKeptScore(RewriterBase &rw, AttentionOp attn, Value kept,
+                          PagedAttentionOp &paged) {
+  Block &blk = attn.getScoreMod().front();
+  unsigned nb = attn.getNumBatchDims();
+  // The ops `kept` depends on, walking the block backwards.
+  llvm::DenseSet<Value> needed = {kept};
+  llvm::SmallPtrSet<Operation *, 16> slice;
+  for (Operation &op : llvm::reverse(blk.without_terminator())) {
+    if (llvm::none_of(op.getResults(),
+                      [&](Value r) { return needed.contains(r); }))
+      continue;
+    slice.insert(&op);
+    op.walk([&](Operation *inner) {
+      for (Value operand : inner->getOperands())
+        needed.insert(operand);
+    });
+  }
+  SmallVector<Value> captures;
+  SmallVector<Type> argTypes;
+  SmallVector<unsigned> captureArgs;
+  for (BlockArgument arg : blk.getArguments()) {
+    if (arg.getArgNumber() >= nb + 3) {
+      if (!needed.contains(arg))
+        continue;
+      captures.push_back(attn.getCaptures()[arg.getArgNumber() - (nb + 3)]);
+      captureArgs.push_back(arg.getArgNumber());
+    }
+    argTypes.push_back(arg.getType());
+  }
+  // The op with those captures; its region takes the score, the indices
+  // and them.
+  rw.setInsertionPoint(paged);
+  auto withMod = PagedAttentionOp::create(
+      rw, paged.getLoc(), paged.getResultTypes(), paged.getQuery(),
+      paged.getKeyCache(), paged.getValueCache(), paged.getBlockTable(),
+      paged.getSeqLens(), paged.getInits(), captures, paged.getSinks(),
+      paged.getScaleAttr(), paged.getMaskAttr());
+  rw.eraseOp(paged);
+  paged = withMod;
+  Region &region = paged.getScoreMod();
+  Block *body =
+      rw.createBlock(&region, region.end(), argTypes,
+                     SmallVector<Location>(argTypes.size(), attn.getLoc()));
+  IRMapping map;
+  for (unsigned a = 0; a < nb + 3; ++a)
+    map.map(blk.getArgument(a), body->getArgument(a));
+  for (auto [k, a] : llvm::enumerate(captureArgs))
+    map.map(blk.getArgument(a), body->getArgument(nb + 3 + k));
+  rw.setInsertionPointToStart(body);
+  for (Operation &op : blk.without_terminator())
+    if (slice.contains(&op))
+      rw.clone(op, map);
+  YieldOp::create(rw, attn.getLoc(), map.lookupOrDefault(kept));
 }
 
 /// `v` (an integer or index scalar) as i32.
@@ -449,9 +519,10 @@ foldOne(RewriterBase &rw, AttentionOp attn,
         attn.getOperation(),
         std::string("the mask sits at the gathered length (pages · "
                     "page_size), not at each sequence's length"));
-  FailureOr<Value> lens = matchLengthMask(attn, why, at);
-  if (failed(lens))
+  FailureOr<LengthMask> lengthMask = matchLengthMask(attn, why, at);
+  if (failed(lengthMask))
     return std::make_pair(at, why);
+  Value lens = lengthMask->lens;
   int64_t capacity = cast<RankedTensorType>(attn.getKey().getType()).getDimSize(2);
   if (ShapedType::isDynamic(capacity))
     return std::make_pair(attn.getOperation(),
@@ -460,13 +531,16 @@ foldOne(RewriterBase &rw, AttentionOp attn,
   Location loc = attn.getLoc();
   rw.setInsertionPoint(attn);
   Value table = buildTable(rw, loc, k);
-  Value seqLens = buildLengths(
-      rw, loc, *lens, tensor::getMixedSize(rw, loc, attn.getQuery(), 0),
-      capacity);
+  Value seqLens =
+      buildLengths(rw, loc, lens,
+                   tensor::getMixedSize(rw, loc, attn.getQuery(), 0), capacity);
   auto paged = PagedAttentionOp::create(
       rw, loc, attn.getResultTypes(), attn.getQuery(), k.cache, v.cache, table,
       seqLens, attn.getInits(), /*captures=*/ValueRange(), attn.getSinks(),
       attn.getScaleAttr(), MaskAttr());
+  Value kept = lengthMask->kept;
+  if (kept && kept != attn.getScoreMod().front().getArgument(0))
+    moveKeptScore(rw, attn, kept, paged);
   bool valid;
   {
     // A refusal is a remark, not the verifier's error.

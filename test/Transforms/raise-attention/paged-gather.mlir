@@ -273,3 +273,70 @@ func.func @gather_sinks(%q: tensor<2x2x1x16xf32>, %kc: tensor<5x4x2x16xf32>, %vc
       ins(%p, %vl : tensor<2x2x1x12xf32>, tensor<2x12x2x8xf32>) outs(%pv_f : tensor<2x2x1x8xf32>) -> tensor<2x2x1x8xf32>
   return %o : tensor<2x2x1x8xf32>
 }
+
+// -----
+
+// Soft-capping inside the length mask: select(j < lens[b], 30·tanh(s/30),
+// -inf). The soft-capping becomes the paged op's score_mod (the division
+// folded into the scale, as for any attention); the length capture, which
+// only the mask read, does not go with it.
+// CHECK-LABEL: func @softcap_and_length
+// CHECK: flash.paged_attention
+// CHECK-NOT: captures(
+// CHECK-SAME: score_mod {
+// CHECK: ^bb0(%[[S:.+]]: f32, %{{.+}}: index, %{{.+}}: index, %{{.+}}: index, %{{.+}}: index):
+// CHECK:   %[[T:.+]] = math.tanh %[[S]] : f32
+// CHECK:   %[[C:.+]] = arith.mulf %[[T]], %{{.+}} : f32
+// CHECK-NOT: arith.select
+// CHECK:   flash.yield %[[C]] : f32
+// CHECK-NOT: tensor.extract %{{.*}}kc
+// TWIN: arg3=range=0,5
+// TWIN: arg4=range=1,13
+func.func @softcap_and_length(%q: tensor<2x2x3x16xf32>, %kc: tensor<5x4x2x16xf32>, %vc: tensor<5x4x2x8xf32>, %table: tensor<2x3xi32>, %lens: tensor<2xi32>) -> tensor<2x2x3x8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %cap = arith.constant 30.0 : f32
+  %kg_e = tensor.empty() : tensor<2x3x4x2x16xf32>
+  %kg = linalg.generic {indexing_maps = [affine_map<(b, p, s, h, d) -> (b, p)>, affine_map<(b, p, s, h, d) -> (b, p, s, h, d)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel"]} ins(%table : tensor<2x3xi32>) outs(%kg_e : tensor<2x3x4x2x16xf32>) {
+  ^bb0(%t: i32, %o: f32):
+    %pi = arith.index_cast %t : i32 to index
+    %s = linalg.index 2 : index
+    %h = linalg.index 3 : index
+    %d = linalg.index 4 : index
+    %x = tensor.extract %kc[%pi, %s, %h, %d] : tensor<5x4x2x16xf32>
+    linalg.yield %x : f32
+  } -> tensor<2x3x4x2x16xf32>
+  %vg_e = tensor.empty() : tensor<2x3x4x2x8xf32>
+  %vg = linalg.generic {indexing_maps = [affine_map<(b, p, s, h, d) -> (b, p)>, affine_map<(b, p, s, h, d) -> (b, p, s, h, d)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel"]} ins(%table : tensor<2x3xi32>) outs(%vg_e : tensor<2x3x4x2x8xf32>) {
+  ^bb0(%t: i32, %o: f32):
+    %pi = arith.index_cast %t : i32 to index
+    %s = linalg.index 2 : index
+    %h = linalg.index 3 : index
+    %d = linalg.index 4 : index
+    %x = tensor.extract %vc[%pi, %s, %h, %d] : tensor<5x4x2x8xf32>
+    linalg.yield %x : f32
+  } -> tensor<2x3x4x2x8xf32>
+  %kl = tensor.collapse_shape %kg [[0], [1, 2], [3], [4]] : tensor<2x3x4x2x16xf32> into tensor<2x12x2x16xf32>
+  %vl = tensor.collapse_shape %vg [[0], [1, 2], [3], [4]] : tensor<2x3x4x2x8xf32> into tensor<2x12x2x8xf32>
+  %qk_e = tensor.empty() : tensor<2x2x3x12xf32>
+  %qk_f = linalg.fill ins(%zero : f32) outs(%qk_e : tensor<2x2x3x12xf32>) -> tensor<2x2x3x12xf32>
+  %sc = linalg.contract indexing_maps = [affine_map<(b, h, i, j, d) -> (b, h, i, d)>, affine_map<(b, h, i, j, d) -> (b, j, h, d)>, affine_map<(b, h, i, j, d) -> (b, h, i, j)>] ins(%q, %kl : tensor<2x2x3x16xf32>, tensor<2x12x2x16xf32>) outs(%qk_f : tensor<2x2x3x12xf32>) -> tensor<2x2x3x12xf32>
+  %m_e = tensor.empty() : tensor<2x2x3x12xf32>
+  %m = linalg.generic {indexing_maps = [affine_map<(b, h, i, j) -> (b, h, i, j)>, affine_map<(b, h, i, j) -> (b)>, affine_map<(b, h, i, j) -> (b, h, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%sc, %lens : tensor<2x2x3x12xf32>, tensor<2xi32>) outs(%m_e : tensor<2x2x3x12xf32>) {
+  ^bb0(%x: f32, %n: i32, %o: f32):
+    %j = linalg.index 3 : index
+    %ni = arith.index_cast %n : i32 to index
+    %c = arith.cmpi slt, %j, %ni : index
+    %xd = arith.divf %x, %cap : f32
+    %th = math.tanh %xd : f32
+    %xc = arith.mulf %th, %cap : f32
+    %y = arith.select %c, %xc, %ninf : f32
+    linalg.yield %y : f32
+  } -> tensor<2x2x3x12xf32>
+  %sm_e = tensor.empty() : tensor<2x2x3x12xf32>
+  %p = linalg.softmax dimension(3) ins(%m : tensor<2x2x3x12xf32>) outs(%sm_e : tensor<2x2x3x12xf32>) -> tensor<2x2x3x12xf32>
+  %pv_e = tensor.empty() : tensor<2x2x3x8xf32>
+  %pv_f = linalg.fill ins(%zero : f32) outs(%pv_e : tensor<2x2x3x8xf32>) -> tensor<2x2x3x8xf32>
+  %o = linalg.contract indexing_maps = [affine_map<(b, h, i, j, e) -> (b, h, i, j)>, affine_map<(b, h, i, j, e) -> (b, j, h, e)>, affine_map<(b, h, i, j, e) -> (b, h, i, e)>] ins(%p, %vl : tensor<2x2x3x12xf32>, tensor<2x12x2x8xf32>) outs(%pv_f : tensor<2x2x3x8xf32>) -> tensor<2x2x3x8xf32>
+  return %o : tensor<2x2x3x8xf32>
+}
