@@ -114,14 +114,32 @@ CONVENIENCE_CASES = {
     "conv-lq16-causal-splitkv": _case(2, 32, 8, 16, 128, 32, 200, 90, [2800, 16],
                                       causal=True),
 }
-MASK_MOD_CASES = {
-    "maskmod-gqa4-auto": _case(2, 32, 8, 1, 128, 16, 900, 300, [4097, 333]),
-    "maskmod-lq16-splitkv": _case(2, 16, 4, 16, 64, 32, 200, 90, [2800, 16], kernel="splitkv"),
-}
-
-
 def _strided_mask(b, h, i, j):
     return j % 3 != 1
+
+
+# Index-only masks whose hidden tiles the kernels skip (a run of leading tiles; two runs
+# with a hidden one between them): a sequence shorter than the first visible key sees
+# nothing (output 0).
+def _late_keys(b, h, i, j):
+    return j >= 1500
+
+
+def _two_runs(b, h, i, j):
+    return (j < 700) | (j >= 2000)
+
+
+MASK_MOD_CASES = {
+    "maskmod-gqa4-auto": (_case(2, 32, 8, 1, 128, 16, 900, 300, [4097, 333]), _strided_mask),
+    "maskmod-lq16-splitkv": (_case(2, 16, 4, 16, 64, 32, 200, 90, [2800, 16],
+                                   kernel="splitkv"), _strided_mask),
+    "maskmod-late-gqa4-auto": (_case(2, 32, 8, 1, 128, 16, 900, 300, [4097, 333]),
+                               _late_keys),
+    "maskmod-two-runs-splitkv": (_case(2, 16, 4, 16, 64, 32, 200, 90, [2800, 1000],
+                                       kernel="splitkv"), _two_runs),
+    "maskmod-two-runs-wg-lq16": (_case(2, 16, 4, 16, 64, 48, 90, 40, [1919, 2500],
+                                       kernel="wgmma"), _two_runs),
+}
 
 
 def _mod_specs(c):
@@ -149,10 +167,9 @@ def prebuild_all(cache_dir):
                                         block_table=c["table"], softcap=20.0,
                                         bias=((c["q"][1], 1, cap), "float32"),
                                         alibi_slopes=(c["q"][1],), **c["kw"]))
-    for name, c in MASK_MOD_CASES.items():
+    for name, (c, fn) in MASK_MOD_CASES.items():
         print(name, flash_mlir.prebuild(c["q"], c["k"], c["v"], c["dtype"],
-                                        block_table=c["table"], mask_mod=_strided_mask,
-                                        **c["kw"]))
+                                        block_table=c["table"], mask_mod=fn, **c["kw"]))
     for name, (qs, ks, vs, table, kw) in _same_keys_cases().items():
         print(name, flash_mlir.prebuild(qs, ks, vs, "bf16", block_table=table, **kw))
         print(name, flash_mlir.prebuild(qs, SAME_KEYS_CONTIGUOUS[name], SAME_KEYS_CONTIGUOUS[name],
@@ -354,14 +371,14 @@ def test_conveniences_match_reference(name):
 @pytest.mark.parametrize("name", list(MASK_MOD_CASES))
 def test_mask_mod_matches_reference(name):
     torch = _cuda()
-    c = MASK_MOD_CASES[name]
+    c, fn = MASK_MOD_CASES[name]
     q, k, v, table, lens = _inputs(torch, c)
-    out = flash_mlir.attention(q, k, v, block_table=table, seq_lens=lens,
-                               mask_mod=_strided_mask, **c["kw"])
+    out = flash_mlir.attention(q, k, v, block_table=table, seq_lens=lens, mask_mod=fn,
+                               **c["kw"])
     torch.cuda.synchronize()
 
     def mod(s, b, h, i, j, n):
-        return s.masked_fill(j % 3 == 1, float("-inf"))
+        return s.masked_fill(~fn(b, h, i, j), float("-inf"))
     _check_mod(torch, c, out, None, q, k, v, table, lens, mod)
 
 

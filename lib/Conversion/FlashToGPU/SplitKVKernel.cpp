@@ -267,9 +267,9 @@ gpu::GPUFuncOp gpu_lowering::buildSplitKVKernel(OpBuilder &ob, Location loc,
   // rows are queries [q0, q0 + blockQueries) of the G query heads of its
   // K/V head, which bound the batch indices the mask may read (the outer
   // dims are the same for the G heads, the head dim is a range).
+  // (With pages too: keys are positions in their sequence, lk its length.)
   std::optional<IndexMask> indexMask =
-      kernelIndexMask(spec.scoreMod, spec.numBatchDims,
-                      /*classifiable=*/spec.pageSize == 0);
+      kernelIndexMask(spec.scoreMod, spec.numBatchDims, /*classifiable=*/true);
   SmallVector<Value> blockBatchLo, blockBatchHi;
   if (indexMask) {
     Value head0 = arith::MulIOp::create(b, kvbh, constIdx(b, G));

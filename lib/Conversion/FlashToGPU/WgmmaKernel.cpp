@@ -1289,8 +1289,10 @@ gpu::GPUFuncOp gpu_lowering::buildWgmmaKernel(OpBuilder &ob, Location loc,
   Block &entry = fn.getBody().front();
   b.setInsertionPointToStart(&entry);
   KernelEnv env{cfg, spec, SmemLayout(cfg, spec)};
-  env.indexMask = kernelIndexMask(spec.scoreMod, spec.numBatchDims,
-                                  !spec.varlen && !spec.pageSize);
+  // A paged cache's keys are positions in their sequence, its lk the
+  // sequence's own length: its tiles classify as a contiguous cache's.
+  env.indexMask =
+      kernelIndexMask(spec.scoreMod, spec.numBatchDims, !spec.varlen);
   unsigned a = 0;
   env.tmaQ = entry.getArgument(a++);
   env.tmaK = entry.getArgument(a++);
