@@ -53,3 +53,39 @@ func.func @decode_score_mod(%q: memref<2x32x1x128xbf16>, %kc: memref<200x16x8x12
   bufferization.materialize_in_destination %r in restrict writable %o : (tensor<2x32x1x128xbf16>, memref<2x32x1x128xbf16>) -> ()
   return
 }
+
+// -----
+
+// An index-only mask in the region: both kernels classify key tiles over the
+// sequence's own length (the interval check 1500 <= a tile's last key, before the
+// key loop), so the leading tiles it hides are skipped.
+// WG-LABEL: func.func @late_keys
+// WG: gpu.func @kernel(
+// WG: arith.cmpi sle, %c1500, %{{.*}} : index
+// SPLIT-LABEL: func.func @late_keys
+// SPLIT: gpu.func @kernel(
+// SPLIT: arith.cmpi sle, %c1500, %{{.*}} : index
+// SPLIT: scf.for
+func.func @late_keys(%q: memref<2x32x1x128xbf16>, %kc: memref<200x16x8x128xbf16>,
+                     %vc: memref<200x16x8x128xbf16>, %o: memref<2x32x1x128xbf16>,
+                     %t: memref<2x64xi32>, %n: memref<2xi32>) {
+  %q_t = bufferization.to_tensor %q restrict : memref<2x32x1x128xbf16> to tensor<2x32x1x128xbf16>
+  %k_t = bufferization.to_tensor %kc restrict : memref<200x16x8x128xbf16> to tensor<200x16x8x128xbf16>
+  %v_t = bufferization.to_tensor %vc restrict : memref<200x16x8x128xbf16> to tensor<200x16x8x128xbf16>
+  %o_t = bufferization.to_tensor %o restrict writable : memref<2x32x1x128xbf16> to tensor<2x32x1x128xbf16>
+  %t_t = bufferization.to_tensor %t restrict : memref<2x64xi32> to tensor<2x64xi32>
+  %n_t = bufferization.to_tensor %n restrict : memref<2xi32> to tensor<2xi32>
+  %r = flash.paged_attention ins(%q_t, %k_t, %v_t : tensor<2x32x1x128xbf16>, tensor<200x16x8x128xbf16>, tensor<200x16x8x128xbf16>)
+      pages(%t_t, %n_t : tensor<2x64xi32>, tensor<2xi32>)
+      outs(%o_t : tensor<2x32x1x128xbf16>)
+      scale(0.0883883) score_mod {
+      ^bb0(%x: f32, %b: index, %h: index, %i: index, %j: index):
+        %c = arith.constant 1500 : index
+        %ok = arith.cmpi sge, %j, %c : index
+        %ninf = arith.constant 0xFF800000 : f32
+        %y = arith.select %ok, %x, %ninf : f32
+        flash.yield %y : f32
+      } -> tensor<2x32x1x128xbf16>
+  bufferization.materialize_in_destination %r in restrict writable %o : (tensor<2x32x1x128xbf16>, memref<2x32x1x128xbf16>) -> ()
+  return
+}
