@@ -742,11 +742,12 @@ def _plain_key(q, k, v, scale, causal, window, align, return_lse):
         return None
 
 
-def _flex_call_key(plain, score_mod, mask_mod, args, sinks):
+def _flex_call_key(plain, score_mod, mask_mod, args, sinks, pages=()):
     """The key of a Flex-style call (score_mod=, mask_mod=, their arrays, sinks) on
     top of its plain key, and the arrays the kernel reads after the outputs, in
-    order: score_mod_args, the arrays score_mod then mask_mod read from their
-    closures and globals, sinks. None where the general path must decide: a
+    order: pages (a paged call's block table and lengths), score_mod_args, the
+    arrays score_mod then mask_mod read from their closures and globals, sinks.
+    None where the general path must decide: a
     callable that is not a Python function (autograd's own FlexMods, made anew
     for every call, or an object whose key is itself: either would add an entry
     per call), a function traced on every call, an array that is no CUDA tensor
@@ -758,7 +759,8 @@ def _flex_call_key(plain, score_mod, mask_mod, args, sinks):
     m_key, m_found = score.function_scan(mask_mod)
     if (score_mod is not None and s_key is None) or (mask_mod is not None and m_key is None):
         return None
-    extra = tuple(args) + tuple(a for _, a in s_found) + tuple(a for _, a in m_found)
+    extra = tuple(pages) + tuple(args) + tuple(a for _, a in s_found) + \
+        tuple(a for _, a in m_found)
     if sinks is not None:
         extra += (sinks,)
     try:
@@ -767,7 +769,7 @@ def _flex_call_key(plain, score_mod, mask_mod, args, sinks):
         return None
     if any(sig[2] < 0 or sig[3] for sig in sigs):
         return None
-    return (plain, s_key, m_key, len(args), sinks is not None, sigs), extra
+    return (plain, s_key, m_key, len(pages), len(args), sinks is not None, sigs), extra
 
 
 def _plain_launch(entry, q, k, v, captures=()):
@@ -1106,6 +1108,20 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align=None,
         base = _plain_key(q, k, v, scale, causal, window, align, return_lse)
         flex_plain = None if base is None else _flex_call_key(
             base, score_mod, mask_mod, score_mod_args, sinks)
+        entry = _plain_calls.get(flex_plain[0]) if flex_plain is not None else None
+        if entry is not None:
+            return _plain_launch(entry, q, k, v, flex_plain[1])
+    # The same for a call against a paged KV cache (decode, where the kernel is often
+    # shorter than the general path): the block table and the lengths join the key by
+    # type, shape and device, and the kernel reads them afresh as its first captures.
+    elif block_table is not None and seq_lens is not None and not options and \
+            out is None and cache and not dynamic and pipeline is None and bias is None \
+            and softcap is None and alibi_slopes is None and cu_seqlens_q is None and \
+            cu_seqlens_k is None and align in (None, "bottom_right") and \
+            not (mask_mod is not None and (causal or window is not None)):
+        base = _plain_key(q, k, v, scale, causal, window, align, return_lse)
+        flex_plain = None if base is None else _flex_call_key(
+            base, score_mod, mask_mod, score_mod_args, sinks, pages=(block_table, seq_lens))
         entry = _plain_calls.get(flex_plain[0]) if flex_plain is not None else None
         if entry is not None:
             return _plain_launch(entry, q, k, v, flex_plain[1])

@@ -382,6 +382,50 @@ def test_mask_mod_matches_reference(name):
     _check_mod(torch, c, out, None, q, k, v, table, lens, mod)
 
 
+@pytest.mark.parametrize("name", ["mqa-page256-d64", "mod-gqa4-auto"])
+def test_repeat_calls_read_tables_afresh(name):
+    """A repeated call with the same shapes goes straight to its launch (no IR, no
+    lookup by the general path) and reads the block table, the lengths and the
+    score_mod's arrays of this call: new values give this call's result."""
+    from flash_mlir import _attention
+    torch = _cuda()
+    c = CASES.get(name) or MOD_CASES[name]
+    q, k, v, table, lens = _inputs(torch, c)
+    kw = dict(c["kw"])
+    cap = c["table"][1] * c["k"][1]
+    mods = {}
+    if name in MOD_CASES:
+        mods = dict(score_mod=_paged_mod(c["q"][2]),
+                    score_mod_args=(torch.randn(c["q"][1], cap, device="cuda"), lens))
+    flash_mlir.attention(q, k, v, block_table=table, seq_lens=lens, **mods, **kw)
+    entries = len(_attention._plain_calls)
+    assert entries > 0
+    for _ in range(2):
+        # New tables, lengths and bias in the same tensors' shapes: a fresh draw.
+        q, k, v, table, lens = _inputs(torch, c)
+        lens = (lens * 7 // 8).to(torch.int32)
+        if mods:
+            bias = torch.randn(c["q"][1], cap, device="cuda")
+            mods["score_mod_args"] = (bias, lens)
+        res = flash_mlir.attention(q, k, v, block_table=table, seq_lens=lens, **mods, **kw)
+        torch.cuda.synchronize()
+        assert len(_attention._plain_calls) == entries  # no new entry: the fast path
+        out = res[0] if kw.get("return_lse") else res
+        if mods:
+            lq = c["q"][2]
+
+            def mod(s, b, h, i, j, n, bias=bias):
+                return 8.0 * torch.tanh(s / 8.0) + bias.to(s.dtype)[h[..., 0], j] \
+                    - 0.05 * (i + n - lq - j).abs().to(s.dtype)
+            _check_mod(torch, c, out, res[1] if kw.get("return_lse") else None,
+                       q, k, v, table, lens, mod)
+        else:
+            ref, _ = paged_attention_ref(*(x.double().cpu().numpy() for x in (q, k, v)),
+                                         table.cpu().numpy(), lens.cpu().numpy())
+            err = (out.double() - torch.from_numpy(ref).to("cuda")).abs().max().item()
+            assert err <= 2 * _sdpa_error(torch, q, k, v, table, lens, ref) + 1e-3
+
+
 # The same keys as a contiguous cache [B, Hkv, Lk, D] and as pages of 16 in a shuffled
 # pool, every length Lk, the same forced split: the kernel does the same arithmetic in
 # the same order, so the outputs are bit-identical. kernel=auto takes the wgmma kernel
