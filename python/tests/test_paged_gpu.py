@@ -343,7 +343,7 @@ def test_score_mod_matches_reference(name):
     lq = c["q"][2]
 
     def mod(s, b, h, i, j, n):
-        return 8.0 * torch.tanh(s / 8.0) + bias.to(s.dtype)[h[..., 0], j] \
+        return 8.0 * torch.tanh(s / 8.0) + bias.to(s.dtype)[h, j] \
             - 0.05 * (i + n - lq - j).abs().to(s.dtype)
     _check_mod(torch, c, out, lse, q, k, v, table, lens, mod)
 
@@ -415,7 +415,7 @@ def test_repeat_calls_read_tables_afresh(name):
             lq = c["q"][2]
 
             def mod(s, b, h, i, j, n, bias=bias):
-                return 8.0 * torch.tanh(s / 8.0) + bias.to(s.dtype)[h[..., 0], j] \
+                return 8.0 * torch.tanh(s / 8.0) + bias.to(s.dtype)[h, j] \
                     - 0.05 * (i + n - lq - j).abs().to(s.dtype)
             _check_mod(torch, c, out, res[1] if kw.get("return_lse") else None,
                        q, k, v, table, lens, mod)
