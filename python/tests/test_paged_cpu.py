@@ -139,6 +139,11 @@ def _small(rng):
     (dict(lens_shape=(3,)), ValueError, r"seq_lens must have shape \[2\]"),
     (dict(align="top_left"), ValueError, "align must be 'bottom_right'"),
     (dict(dynamic=True), ValueError, "dynamic=True is not supported with block_table="),
+    # A bias spans the table's capacity (2 pages of 16 keys), not a sequence's length.
+    (dict(bias=np.zeros((2, 1, 7), np.float32)), ValueError,
+     r"bias must broadcast to the scores' shape \(2, 2, 1, 32\)"),
+    (dict(alibi_slopes=np.zeros(3, np.float32)), ValueError,
+     r"alibi_slopes must have shape \[heads\]"),
 ])
 def test_bad_arguments_are_named(kwargs, error, match):
     rng = np.random.default_rng(5)
