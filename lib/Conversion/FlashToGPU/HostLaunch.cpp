@@ -36,6 +36,22 @@ FailureOr<Value> gpu_lowering::deviceBuffer(Operation *op, Value tensor,
   return m;
 }
 
+/// The captures' buffers into `bufs`, and the score_mod's reads of them
+/// checked (an empty region has none).
+static LogicalResult readCaptures(Operation *op, ValueRange captures,
+                                  Region &scoreMod, int64_t numBatchDims,
+                                  OperandBuffers &bufs) {
+  for (Value c : captures) {
+    FailureOr<Value> m = gpu_lowering::deviceBuffer(op, c, "capture");
+    if (failed(m))
+      return failure();
+    bufs.captures.push_back(*m);
+  }
+  if (scoreMod.empty())
+    return success();
+  return gpu_lowering::checkCaptureReads(scoreMod, numBatchDims);
+}
+
 FailureOr<OperandBuffers> gpu_lowering::operandBuffers(AttentionOp op) {
   // A tile of a larger attention (offsets from TilingInterface) needs its
   // absolute indices in the kernels' masks and score_mod, which they do not
@@ -67,20 +83,14 @@ FailureOr<OperandBuffers> gpu_lowering::operandBuffers(AttentionOp op) {
       return failure();
     bufs.lse = *m;
   }
-  for (Value c : op.getCaptures()) {
-    FailureOr<Value> m = need(c, "capture");
-    if (failed(m))
-      return failure();
-    bufs.captures.push_back(*m);
-  }
   if (Value sinks = op.getSinks()) {
     FailureOr<Value> m = need(sinks, "sinks");
     if (failed(m))
       return failure();
     bufs.sinks = *m;
   }
-  if (op.hasScoreMod() &&
-      failed(checkCaptureReads(op.getScoreMod(), op.getNumBatchDims())))
+  if (failed(readCaptures(op, op.getCaptures(), op.getScoreMod(),
+                          op.getNumBatchDims(), bufs)))
     return failure();
   return bufs;
 }
@@ -126,14 +136,8 @@ FailureOr<OperandBuffers> gpu_lowering::operandBuffers(PagedAttentionOp op) {
                           {op.getLseInit(), "lse init", &bufs.lse},
                           {op.getSinks(), "sinks", &bufs.sinks}})))
     return failure();
-  for (Value c : op.getCaptures()) {
-    FailureOr<Value> m = deviceBuffer(op, c, "capture");
-    if (failed(m))
-      return failure();
-    bufs.captures.push_back(*m);
-  }
-  if (op.hasScoreMod() &&
-      failed(checkCaptureReads(op.getScoreMod(), /*numBatchDims=*/2)))
+  if (failed(readCaptures(op, op.getCaptures(), op.getScoreMod(),
+                          /*numBatchDims=*/2, bufs)))
     return failure();
   return bufs;
 }
