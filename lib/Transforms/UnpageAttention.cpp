@@ -185,13 +185,12 @@ FailureOr<SmallVector<Value>> flash::unpageAttention(OpBuilder &b,
           i = body->getArgument(3), j = body->getArgument(4);
     unsigned numOwn = op.getCaptures().size();
     if (op.hasScoreMod()) {
-      Block &own = op.getScoreMod().front();
       IRMapping mapping;
-      mapScoreModArguments(mapping, own, s, body->getArguments().slice(1, 2), i,
-                           j, body->getArguments().slice(5, numOwn));
-      for (Operation &inner : own.without_terminator())
-        b.clone(inner, mapping);
-      s = mapping.lookup(own.getTerminator()->getOperand(0));
+      cloneScoreMod(b, loc, op.getScoreMod(), mapping, s,
+                    body->getArguments().slice(1, 2), i, j,
+                    body->getArguments().slice(5, numOwn));
+      s = mapping.lookup(
+          op.getScoreMod().front().getTerminator()->getOperand(0));
     }
     Value n = tensor::ExtractOp::create(b, loc, body->getArgument(5 + numOwn),
                                         ValueRange{bi});

@@ -351,12 +351,11 @@ void mlir::flash::mapScoreModArguments(IRMapping &mapping, Block &body,
 
 Value mlir::flash::buildScoreMod(OpBuilder &b, AttentionOp op, Value s,
                                  ValueRange batch, Value i, Value j) {
-  Block &body = op.getScoreMod().front();
+  Region &region = op.getScoreMod();
   IRMapping mapping;
-  mapScoreModArguments(mapping, body, s, batch, i, j, op.getCaptures());
-  for (Operation &inner : body.without_terminator())
-    b.clone(inner, mapping);
-  return mapping.lookup(body.getTerminator()->getOperand(0));
+  cloneScoreMod(b, op.getLoc(), region, mapping, s, batch, i, j,
+                op.getCaptures());
+  return mapping.lookup(region.front().getTerminator()->getOperand(0));
 }
 
 SmallVector<Value> mlir::flash::buildAbsoluteIndices(OpBuilder &b, Location loc,

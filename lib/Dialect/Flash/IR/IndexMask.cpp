@@ -424,9 +424,8 @@ Value mlir::flash::buildScoreModLive(OpBuilder &b, Region &scoreMod,
     llvm::append_range(work, def->getOperands());
   }
   IRMapping mapping;
-  mapScoreModArguments(mapping, body, s, batch, i, j, captures);
-  for (Operation &inner : body.without_terminator())
-    if (needed.contains(&inner))
-      b.clone(inner, mapping);
+  cloneScoreMod(b, s.getLoc(), scoreMod, mapping, s, batch, i, j, captures,
+                /*readCapture=*/nullptr,
+                [&](Operation *op) { return needed.contains(op); });
   return mapping.lookup(mask.live);
 }
