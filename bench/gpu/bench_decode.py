@@ -60,6 +60,14 @@ VARIANTS = {
     "split4": {"split_kv": 4},
     "split8": {"split_kv": 8},
     "split16": {"split_kv": 16},
+    "split1": {"split_kv": 1},
+    "split2": {"split_kv": 2},
+    # 64-row query blocks (one consumer warpgroup, two CTAs per SM): 128 packed rows
+    # per K/V head become two CTAs that read the same K/V tiles (the second from L2),
+    # with or without a key split.
+    "m64": {"block_m": 64},
+    "m64-split1": {"block_m": 64, "split_kv": 1},
+    "m64-split2": {"block_m": 64, "split_kv": 2},
     "wgmma": {"kernel": "wgmma"},
     "splitkv": {"kernel": "splitkv"},
     # The wgmma decode form with a deeper ring of smaller tiles.
@@ -85,7 +93,8 @@ VARIANT_CASES = [(16, 32, 8, 1, 32768), (64, 32, 8, 1, 32768), (1, 32, 8, 1, 131
                  # Small decode, where a second launch is a large share of the call.
                  (1, 8, 1, 1, 4096), (64, 8, 1, 1, 4096), (1, 32, 8, 1, 4096),
                  # MQA at Lq = 16 (128 rows per K/V head), the table's slowest rows.
-                 (64, 8, 1, 16, 4096), (16, 8, 1, 1, 32768)]
+                 (64, 8, 1, 16, 4096), (16, 8, 1, 1, 32768),
+                 (16, 8, 1, 16, 4096), (64, 8, 1, 16, 32768), (1, 8, 1, 16, 131072)]
 
 
 PAGE = 16

@@ -16,7 +16,8 @@ There (GPU, no LLVM):     FLASH_MLIR_CACHE_DIR=DIR python3 bench/gpu/bench_index
 
 --decode-options KEY=VALUE[,KEY=VALUE...] adds, under each decode mask's row, the same call
 with those kernel options (e.g. kernel=wgmma: the wgmma kernel's decode form, heads packed,
-beside what kernel=auto takes); to prebuild and to run alike.
+beside what kernel=auto takes); --prefill-options likewise under each prefill mask's row
+(e.g. persistent=1: the persistent grid); to prebuild and to run alike.
 """
 import argparse
 import os
@@ -78,13 +79,16 @@ def decode_shapes(db):
     return (db, DHQ, 1, D), (db, DHKV, DLK, D)
 
 
-def prebuild(cache, decode_kw):
+def prebuild(cache, decode_kw, prefill_kw=None):
     os.environ["FLASH_MLIR_CACHE_DIR"] = cache
     os.environ.setdefault("CUDA_HOME", "/usr/local/cuda")
     s = (B, H, N, D)
     print("none", flash_mlir.prebuild(s, s, s, "bf16"))
     for m in MASKS:
         print(m.__name__, flash_mlir.prebuild(s, s, s, "bf16", mask_mod=m))
+        if prefill_kw:
+            print(m.__name__, prefill_kw,
+                  flash_mlir.prebuild(s, s, s, "bf16", mask_mod=m, **prefill_kw))
     for db in DBATCHES:
         qs, ks = decode_shapes(db)
         print("decode none", flash_mlir.prebuild(qs, ks, ks, "bf16"))
@@ -95,7 +99,7 @@ def prebuild(cache, decode_kw):
                       flash_mlir.prebuild(qs, ks, ks, "bf16", mask_mod=m, **decode_kw))
 
 
-def run(out_md, decode_kw, decode_only=False):
+def run(out_md, decode_kw, decode_only=False, prefill_kw=None):
     import torch
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -120,9 +124,10 @@ def run(out_md, decode_kw, decode_only=False):
     i = torch.arange(N, device="cuda")[:, None]
     j = torch.arange(N, device="cuda")[None, :]
     for m in [] if decode_only else MASKS:
-        lines.append(mask_row(flex, create_block_mask, measure, (q, k, v), m,
-                              m(0, 0, i, j).float().mean().item(), base[0], N, N,
-                              kernels="longest", digits=0))
+        for kw in [{}] + ([prefill_kw] if prefill_kw else []):
+            lines.append(mask_row(flex, create_block_mask, measure, (q, k, v), m,
+                                  m(0, 0, i, j).float().mean().item(), base[0], N, N,
+                                  kernels="longest", digits=0, ours_kw=kw))
     for db in DBATCHES:
         lines += decode_rows(torch, flex, create_block_mask, measure, db, decode_kw)
     text = "\n".join(lines) + "\n"
@@ -198,14 +203,16 @@ def main():
     ap.add_argument("--prebuild", metavar="DIR")
     ap.add_argument("--md", default=None)
     ap.add_argument("--decode-options", default=None, metavar="KEY=VALUE,...")
+    ap.add_argument("--prefill-options", default=None, metavar="KEY=VALUE,...")
     ap.add_argument("--decode-only", action="store_true",
                     help="only the decode tables (and the unmasked prefill line)")
     a = ap.parse_args()
     decode_kw = parse_options(a.decode_options)
+    prefill_kw = parse_options(a.prefill_options)
     if a.prebuild:
-        prebuild(a.prebuild, decode_kw)
+        prebuild(a.prebuild, decode_kw, prefill_kw)
         return
-    run(a.md, decode_kw, a.decode_only)
+    run(a.md, decode_kw, a.decode_only, prefill_kw)
 
 
 if __name__ == "__main__":
