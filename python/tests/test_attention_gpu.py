@@ -286,6 +286,24 @@ def _persistent_kw(kw, on):
     return dict(kw, kernel="wgmma", persistent=1 if on else 0)
 
 
+# The persistent grid under a score_mod: a per-key bias read from a capture and a chunked
+# mask of the indices alone (its tiles classified at compile time: each block walks only
+# its chunk's key tiles, the whole ones mask-free). 9 query blocks × 64 heads: more work
+# items than resident CTAs, so each CTA walks several.
+PERSISTENT_MOD_SHAPE = (4, 16, 1100, 1300, 128)  # B, H, Lq, Lk, D
+PERSISTENT_CHUNK = 192
+
+
+def _persistent_mods(bias):
+    def key_bias(score, b, h, q_idx, kv_idx):
+        return score + bias[h, kv_idx]
+
+    def chunked(b, h, q_idx, kv_idx):
+        return (q_idx // PERSISTENT_CHUNK) == (kv_idx // PERSISTENT_CHUNK)
+
+    return {"score_mod": key_bias, "mask_mod": chunked}
+
+
 # Shapes where persistent=-1 (the default) takes the persistent grid: rows of at most
 # 1024 keys on average, and at least two work items per resident CTA.
 AUTO_PERSISTENT_CASES = {
@@ -336,6 +354,11 @@ def prebuild_all(cache_dir):
         print("torch-op", flash_mlir.prebuild(*TORCH_OP_SHAPES, "bfloat16", causal=True,
                                               align="bottom_right", return_lse=True,
                                               grad=grad))
+    b, h, lq, lk, d = PERSISTENT_MOD_SHAPE
+    for on in (False, True):
+        print("persistent-mods-%d" % on, flash_mlir.prebuild(
+            (b, h, lq, d), (b, h, lk, d), (b, h, lk, d), "bfloat16",
+            **_persistent_kw(_persistent_mods(torch.zeros(h, lk)), on)))
     print("persistent-empty", flash_mlir.prebuild(
         (2, 4, 70, 64), (2, 2, 90, 64), (2, 2, 90, 64), "bfloat16",
         **_persistent_kw({"return_lse": True, "dynamic": True}, True)))
@@ -782,6 +805,38 @@ def test_persistent_grid_matches_one_cta_per_item(name):
         assert torch.equal(l1, l0) and torch.equal(l2, l0)
         lse_err = (l1.double().cpu() - torch.from_numpy(ref_lse)).abs().max().item()
         assert lse_err <= 1e-3, lse_err
+
+
+def test_persistent_grid_with_a_score_mod_and_an_index_mask():
+    """A capture read and a classified mask on the persistent grid: bit-identical to the
+    grid of one CTA per item (twice: the work counter is zero again), and within the
+    SDPA-error rule of the float64 reference (SDPA given the same bias and mask as one
+    additive matrix; the bias is bf16-exact, so that matrix is exact)."""
+    import torch.nn.functional as F
+    torch = _cuda()
+    b, h, lq, lk, d = PERSISTENT_MOD_SHAPE
+    q, k, v = _inputs(torch, (b, h, lq, d), (b, h, lk, d), (b, h, lk, d), "bfloat16")
+    g = torch.Generator(device="cuda").manual_seed(int.from_bytes(os.urandom(4), "little"))
+    bias = torch.randn(h, lk, device="cuda", generator=g).bfloat16().float()
+    mods = _persistent_mods(bias)
+    outs = [flash_mlir.attention(q, k, v, **_persistent_kw(mods, on))
+            for on in (False, True, True)]
+    torch.cuda.synchronize()
+    assert not torch.isnan(outs[1]).any()
+    assert torch.equal(outs[1], outs[0]), (outs[1].double() - outs[0].double()).abs().max()
+    assert torch.equal(outs[2], outs[0])
+    i = torch.arange(lq, device="cuda")[:, None]
+    j = torch.arange(lk, device="cuda")[None, :]
+    visible = (i // PERSISTENT_CHUNK) == (j // PERSISTENT_CHUNK)
+    add = torch.where(visible[None], bias[:, None, :],
+                      torch.tensor(float("-inf"), device="cuda"))  # [h, lq, lk]
+    qd, kd, vd = (x.double() for x in (q, k, v))
+    s = (qd @ kd.transpose(-1, -2)) * d ** -0.5 + add.double()
+    ref = torch.softmax(s, -1) @ vd
+    sdpa = F.scaled_dot_product_attention(q, k, v, attn_mask=add.bfloat16())
+    err = (outs[1].double() - ref).abs().max().item()
+    err_sdpa = (sdpa.double() - ref).abs().max().item()
+    assert err <= 2 * err_sdpa + 1e-3, (err, err_sdpa)
 
 
 def test_default_takes_the_persistent_grid_for_short_rows():

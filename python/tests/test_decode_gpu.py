@@ -55,6 +55,12 @@ CASES = {
     # MQA with 16 query rows: 128 packed rows, which kernel=auto gives the wgmma
     # kernel's decode form (two consumer warpgroups of 64 rows).
     "lq16-mqa8": _case(2, 8, 1, 16, 2500, 128, return_lse=True),
+    # The same 128 packed rows as two 64-row blocks that read the same K/V tiles, with
+    # one split (each block writes its rows itself) and with several.
+    "lq16-mqa8-m64-split1": _case(3, 8, 1, 16, 2500, 128, block_m=64, split_kv=1,
+                                  return_lse=True),
+    "lq16-mqa8-m64-split3": _case(2, 8, 1, 16, 3001, 128, dtype="float16", block_m=64,
+                                  split_kv=3, return_lse=True),
     # The wgmma kernel's decode form: GQA rows packed as [B·Hkv, G·Lq] (no mask), the key
     # range split over CTAs and merged by the combine (kernel=auto for packed rows).
     "wg-lq16-gqa4-lse": _case(2, 32, 8, 16, 3001, 128, return_lse=True),
