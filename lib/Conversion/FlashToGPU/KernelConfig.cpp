@@ -147,21 +147,35 @@ static int64_t perScoreReadBytes(Region &scoreMod, int64_t numIndices) {
 /// this item's last tiles and epilogue, which matters as much as the key
 /// loop is short. Measured (bench/NOTES runs 51, 52): +9-11 % at 1k keys
 /// per row (non-causal N = 1k, causal N = 1k), within ±4 % at causal 2k,
-/// -2..-7 % from 4k; a score_mod was not measured. Static shapes only: the
-/// keys are the mean over query rows of those the mask shows, and the
-/// overlap needs CTAs that walk two items or more (a grid of fewer items
-/// than twice the resident CTAs is the one-CTA-per-item grid again, plus
-/// its work counter).
+/// -2..-7 % from 4k. Under a mask of the indices alone (run 62, N = 8k):
+/// +4-10 % where a block walks 512-2176 keys (chunks of 512, chunked
+/// causal, a local window of ±1024), +1 % at 2048 (chunks of 2048), -10 %
+/// at ~4.6k (prefix-LM); another score_mod was not measured. Static shapes
+/// only: the keys are the mean over query rows of those the mask shows (a
+/// block's walk for an index mask, from its tiles' classification), and
+/// the overlap needs CTAs that walk two items or more (a grid of fewer
+/// items than twice the resident CTAs is the one-CTA-per-item grid again,
+/// plus its work counter).
 static bool persistentPays(const KernelSpec &spec, const KernelConfig &cfg,
                            const ChipInfo &chip) {
-  constexpr int64_t kMaxMeanKeys = 1024;
+  constexpr int64_t kMaxMeanKeys = 1024, kMaxIndexMaskKeys = 3072;
   int64_t lq = spec.queryLen, lk = spec.keyLen;
-  if (spec.scoreMod || ShapedType::isDynamic(lq) || ShapedType::isDynamic(lk) ||
+  if (ShapedType::isDynamic(lq) || ShapedType::isDynamic(lk) ||
       ShapedType::isDynamic(spec.batchHeads) || lq <= 0 || lk <= 0)
     return false;
   int64_t items = llvm::divideCeil(lq, cfg.blockM) * spec.batchHeads;
   if (items < 2 * chip.typicalMultiprocessors * cfg.ctasPerSM)
     return false;
+  if (spec.scoreMod) {
+    std::optional<IndexMask> mask = kernelIndexMask(
+        spec.scoreMod, spec.numBatchDims, /*classifiable=*/true);
+    if (!mask || spec.hasMask())
+      return false;
+    std::optional<double> tiles =
+        meanWalkedTiles(*spec.scoreMod, *mask, lq, lk, cfg.blockM, cfg.blockN,
+                        spec.batchHeads - 1);
+    return tiles && *tiles * cfg.blockN <= kMaxIndexMaskKeys;
+  }
   if (!spec.hasMask())
     return lk <= kMaxMeanKeys;
   // Row i sees keys up to i + offset (and at most `window` of them).
@@ -206,11 +220,18 @@ KernelConfig gpu_lowering::resolveWgmmaConfig(const GPUKernelOptions &o,
   bool prefill = !spec.splitKV && !spec.varlen && spec.pageSize == 0;
   cfg.persistent = prefill && o.persistent == 1;
   bool small = d <= 64 && dv <= 64;
-  // A decode whose rows fit one warpgroup does not compute a second one's
-  // (up to Dv = 128: one warpgroup's O at 256 columns needs more registers
-  // than two CTAs per SM leave it).
-  bool oneWarpgroup =
-      spec.decodeRows > 0 && spec.decodeRows <= 64 && dv <= 128;
+  // A decode of up to 128 rows takes 64-row blocks of one consumer
+  // warpgroup, two CTAs per SM (up to Dv = 128: one warpgroup's O at 256
+  // columns needs more registers than two CTAs per SM leave it). At 64 rows
+  // the block computes no second warpgroup's padding; at 128 (MQA at
+  // Lq = 16, GQA 4 at Lq = 32) the two blocks of a K/V head read the same
+  // K/V tiles, the second mostly from L2, and one CTA's prologue and
+  // epilogue run under the other's tiles: 1.02-1.27x the 128-row block
+  // (bench/NOTES run 62, H100). 160 rows as three blocks lost (0.75x).
+  constexpr int64_t kMaxOneWarpgroupDecodeRows = 128;
+  bool oneWarpgroup = spec.decodeRows > 0 &&
+                      spec.decodeRows <= kMaxOneWarpgroupDecodeRows &&
+                      dv <= 128;
   cfg.blockM = o.blockM       ? o.blockM
                : o.warpgroups ? 64 * o.warpgroups
                : oneWarpgroup ? 64

@@ -407,6 +407,95 @@ TileClass mlir::flash::emitTileClass(OpBuilder &b, Location loc,
   return {empty, full};
 }
 
+std::optional<double>
+mlir::flash::meanWalkedTiles(Region &scoreMod, const IndexMask &mask,
+                             int64_t lq, int64_t lk, int64_t blockRows,
+                             int64_t tileCols, int64_t batchBound) {
+  // Tiles classified at most: a few milliseconds of folding.
+  constexpr int64_t kMaxTiles = 1 << 14;
+  if (lq <= 0 || lk <= 0 || blockRows <= 0 || tileCols <= 0)
+    return std::nullopt;
+  // The classification once, of bounds that are the arguments of a scratch
+  // block (batch lo, batch hi per dim, then i lo, i hi, j lo, j hi); each
+  // tile folds it on constants.
+  // The region may be detached (a kernel spec's): ask its score argument.
+  Value score = scoreMod.front().getArgument(0);
+  MLIRContext *ctx = score.getContext();
+  Location loc = score.getLoc();
+  Type idx = IndexType::get(ctx);
+  unsigned nb = mask.numIndices - 2;
+  Block scratch;
+  for (unsigned a = 0; a < 2 * nb + 4; ++a)
+    scratch.addArgument(idx, loc);
+  ValueRange args = scratch.getArguments();
+  OpBuilder b(ctx);
+  b.setInsertionPointToEnd(&scratch);
+  TileClass cls = emitTileClass(
+      b, loc, scoreMod, mask, args.take_front(nb), args.slice(nb, nb),
+      args[2 * nb], args[2 * nb + 1], args[2 * nb + 2], args[2 * nb + 3]);
+  SmallVector<Attribute> bounds(2 * nb + 4);
+  for (unsigned d = 0; d < nb; ++d) {
+    bounds[d] = IntegerAttr::get(idx, 0);
+    bounds[nb + d] = IntegerAttr::get(idx, batchBound);
+  }
+  auto isEmpty = [&](int64_t i0, int64_t i1, int64_t j0,
+                     int64_t j1) -> std::optional<bool> {
+    DenseMap<Value, Attribute> known;
+    int64_t ends[4] = {i0, i1, j0, j1};
+    for (unsigned a = 0; a < 2 * nb + 4; ++a)
+      known[args[a]] =
+          a < 2 * nb ? bounds[a] : IntegerAttr::get(idx, ends[a - 2 * nb]);
+    SmallVector<Attribute> in;
+    SmallVector<OpFoldResult> out;
+    for (Operation &op : scratch) {
+      in.clear();
+      out.clear();
+      for (Value v : op.getOperands())
+        in.push_back(known.lookup(v));
+      if (auto c = dyn_cast<arith::ConstantOp>(op)) {
+        known[c.getResult()] = c.getValue();
+        continue;
+      }
+      if (failed(op.fold(in, out)) || out.size() != op.getNumResults())
+        return std::nullopt;
+      for (auto [result, folded] : llvm::zip(op.getResults(), out)) {
+        Attribute value = isa<Attribute>(folded)
+                              ? cast<Attribute>(folded)
+                              : known.lookup(cast<Value>(folded));
+        if (!value)
+          return std::nullopt;
+        known[result] = value;
+      }
+    }
+    auto empty = dyn_cast_or_null<IntegerAttr>(known.lookup(cls.empty));
+    if (!empty)
+      return std::nullopt;
+    return !empty.getValue().isZero();
+  };
+  int64_t tiles = llvm::divideCeil(lk, tileCols);
+  int64_t blocks = llvm::divideCeil(lq, blockRows);
+  int64_t stride = std::max<int64_t>(1, blocks * tiles / kMaxTiles);
+  int64_t walked = 0, sampled = 0;
+  for (int64_t block = 0; block < blocks; block += stride, ++sampled) {
+    int64_t q0 = block * blockRows, q1 = std::min(q0 + blockRows, lq) - 1;
+    int64_t first = -1, last = -1;
+    for (int64_t t = 0; t < tiles; ++t) {
+      std::optional<bool> empty =
+          isEmpty(q0, q1, t * tileCols, std::min((t + 1) * tileCols, lk) - 1);
+      if (!empty)
+        return std::nullopt;
+      if (*empty)
+        continue;
+      if (first < 0)
+        first = t;
+      last = t;
+    }
+    if (first >= 0)
+      walked += last - first + 1;
+  }
+  return double(walked) / double(sampled);
+}
+
 Value mlir::flash::buildScoreModLive(OpBuilder &b, Region &scoreMod,
                                      const IndexMask &mask, Value s,
                                      ValueRange batch, Value i, Value j,

@@ -75,6 +75,17 @@ TileClass emitTileClass(OpBuilder &b, Location loc, Region &scoreMod,
                         ValueRange batchHi, Value iLo, Value iHi, Value jLo,
                         Value jHi);
 
+/// The mean number of key tiles a block of `blockRows` query rows of a
+/// static [lq, lk] walks under the mask: from the first tile of `tileCols`
+/// keys that emitTileClass does not prove empty to the last (the ends the
+/// kernels trim), every batch index in [0, batchBound]. Evaluated by
+/// folding that classification on constants, over evenly spaced blocks
+/// where there are many; none where it does not fold. A cost model for
+/// choosing a kernel's grid.
+std::optional<double> meanWalkedTiles(Region &scoreMod, const IndexMask &mask,
+                                      int64_t lq, int64_t lk, int64_t blockRows,
+                                      int64_t tileCols, int64_t batchBound);
+
 /// Inlines `scoreMod` for one element of a full tile: the value the region
 /// yields where the mask allows the score (`mask.live`), built from clones
 /// of the region's ops at `b`'s insertion point; `captures` as for
