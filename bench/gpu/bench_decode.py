@@ -68,6 +68,9 @@ VARIANTS = {
     "m64": {"block_m": 64},
     "m64-split1": {"block_m": 64, "split_kv": 1},
     "m64-split2": {"block_m": 64, "split_kv": 2},
+    # 128-row query blocks (two consumer warpgroups), the default for 128 packed
+    # rows before run 62.
+    "m128": {"block_m": 128},
     "wgmma": {"kernel": "wgmma"},
     "splitkv": {"kernel": "splitkv"},
     # The wgmma decode form with a deeper ring of smaller tiles.

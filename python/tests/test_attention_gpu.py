@@ -355,10 +355,10 @@ def prebuild_all(cache_dir):
                                               align="bottom_right", return_lse=True,
                                               grad=grad))
     b, h, lq, lk, d = PERSISTENT_MOD_SHAPE
-    for on in (False, True):
-        print("persistent-mods-%d" % on, flash_mlir.prebuild(
-            (b, h, lq, d), (b, h, lk, d), (b, h, lk, d), "bfloat16",
-            **_persistent_kw(_persistent_mods(torch.zeros(h, lk)), on)))
+    mods = _persistent_mods(torch.zeros(h, lk))
+    for kw in (_persistent_kw(mods, False), _persistent_kw(mods, True), mods):
+        print("persistent-mods", flash_mlir.prebuild(
+            (b, h, lq, d), (b, h, lk, d), (b, h, lk, d), "bfloat16", **kw))
     print("persistent-empty", flash_mlir.prebuild(
         (2, 4, 70, 64), (2, 2, 90, 64), (2, 2, 90, 64), "bfloat16",
         **_persistent_kw({"return_lse": True, "dynamic": True}, True)))
@@ -808,8 +808,9 @@ def test_persistent_grid_matches_one_cta_per_item(name):
 
 
 def test_persistent_grid_with_a_score_mod_and_an_index_mask():
-    """A capture read and a classified mask on the persistent grid: bit-identical to the
-    grid of one CTA per item (twice: the work counter is zero again), and within the
+    """A capture read and a classified mask on the persistent grid, forced and as the
+    default's choice: bit-identical to the grid of one CTA per item (twice: the work
+    counter is zero again), and within the
     SDPA-error rule of the float64 reference (SDPA given the same bias and mask as one
     additive matrix; the bias is bf16-exact, so that matrix is exact)."""
     import torch.nn.functional as F
@@ -821,10 +822,13 @@ def test_persistent_grid_with_a_score_mod_and_an_index_mask():
     mods = _persistent_mods(bias)
     outs = [flash_mlir.attention(q, k, v, **_persistent_kw(mods, on))
             for on in (False, True, True)]
+    # The default takes the persistent grid here (blocks walk 2-3 key tiles).
+    outs.append(flash_mlir.attention(q, k, v, **mods))
     torch.cuda.synchronize()
     assert not torch.isnan(outs[1]).any()
     assert torch.equal(outs[1], outs[0]), (outs[1].double() - outs[0].double()).abs().max()
     assert torch.equal(outs[2], outs[0])
+    assert torch.equal(outs[3], outs[0])
     i = torch.arange(lq, device="cuda")[:, None]
     j = torch.arange(lk, device="cuda")[None, :]
     visible = (i // PERSISTENT_CHUNK) == (j // PERSISTENT_CHUNK)

@@ -67,10 +67,10 @@ func.func @decode_gqa(%q: memref<2x32x1x128xbf16>, %k: memref<2x8x1000x128xbf16>
 
 // -----
 
-// Sinks, f16, two consumer warpgroups (8 query heads × Lq = 16 = 128 packed
-// rows): the barrier counts both; the sink of each row's query head is read
-// in the merge, not by the partials.
-// 8 query heads per K/V head times Lq = 16: 128 rows, merged by the combine
+// Sinks, f16, two consumer warpgroups (12 query heads × Lq = 16 = 192 packed
+// rows, in 128-row blocks): the barrier counts both; the sink of each row's
+// query head is read in the merge, not by the partials.
+// 12 query heads per K/V head times Lq = 16: 192 rows, merged by the combine
 // kernel unless fused-combine=1.
 // AUTO-LABEL: func.func @decode_sinks
 // AUTO-NOT: @flashRuntimeSplitCounters
@@ -89,18 +89,18 @@ func.func @decode_gqa(%q: memref<2x32x1x128xbf16>, %k: memref<2x8x1000x128xbf16>
 // PTX-NOT: .entry combine(
 // PTX: atom.global.add.u32
 // BIN: gpu.binary @flash_attention_0
-func.func @decode_sinks(%q: memref<3x8x16x128xf16>, %k: memref<3x1x1000x128xf16>,
-                        %v: memref<3x1x1000x128xf16>, %o: memref<3x8x16x128xf16>,
-                        %s: memref<8xf32>) {
-  %qt = bufferization.to_tensor %q restrict : memref<3x8x16x128xf16> to tensor<3x8x16x128xf16>
+func.func @decode_sinks(%q: memref<3x12x16x128xf16>, %k: memref<3x1x1000x128xf16>,
+                        %v: memref<3x1x1000x128xf16>, %o: memref<3x12x16x128xf16>,
+                        %s: memref<12xf32>) {
+  %qt = bufferization.to_tensor %q restrict : memref<3x12x16x128xf16> to tensor<3x12x16x128xf16>
   %kt = bufferization.to_tensor %k restrict : memref<3x1x1000x128xf16> to tensor<3x1x1000x128xf16>
   %vt = bufferization.to_tensor %v restrict : memref<3x1x1000x128xf16> to tensor<3x1x1000x128xf16>
-  %ot = bufferization.to_tensor %o restrict writable : memref<3x8x16x128xf16> to tensor<3x8x16x128xf16>
-  %st = bufferization.to_tensor %s restrict : memref<8xf32> to tensor<8xf32>
-  %r = flash.attention ins(%qt, %kt, %vt : tensor<3x8x16x128xf16>, tensor<3x1x1000x128xf16>, tensor<3x1x1000x128xf16>)
-         outs(%ot : tensor<3x8x16x128xf16>) sinks(%st : tensor<8xf32>) scale(0.088)
-         -> tensor<3x8x16x128xf16>
-  bufferization.materialize_in_destination %r in restrict writable %o : (tensor<3x8x16x128xf16>, memref<3x8x16x128xf16>) -> ()
+  %ot = bufferization.to_tensor %o restrict writable : memref<3x12x16x128xf16> to tensor<3x12x16x128xf16>
+  %st = bufferization.to_tensor %s restrict : memref<12xf32> to tensor<12xf32>
+  %r = flash.attention ins(%qt, %kt, %vt : tensor<3x12x16x128xf16>, tensor<3x1x1000x128xf16>, tensor<3x1x1000x128xf16>)
+         outs(%ot : tensor<3x12x16x128xf16>) sinks(%st : tensor<12xf32>) scale(0.088)
+         -> tensor<3x12x16x128xf16>
+  bufferization.materialize_in_destination %r in restrict writable %o : (tensor<3x12x16x128xf16>, memref<3x12x16x128xf16>) -> ()
   return
 }
 

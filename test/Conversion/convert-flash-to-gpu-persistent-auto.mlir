@@ -3,8 +3,10 @@
 
 // persistent=-1 (the default) makes the wgmma prefill a persistent grid where
 // the work items are short and many: static shapes whose query rows see at
-// most 1024 keys on average, and at least two items per resident CTA of a
-// 132-SM part. The grid is then min(items, SMs x CTAs per SM) and the kernel
+// most 1024 keys on average (under a score_mod that masks by its indices
+// alone: blocks that walk at most 3072 keys on average, from the
+// classification of their tiles), and at least two items per resident CTA of
+// a 132-SM part. The grid is then min(items, SMs x CTAs per SM) and the kernel
 // takes the runtime's work counters.
 
 // 1024 keys, no mask, 8 x 128 = 1024 items of 128 rows.
@@ -137,7 +139,8 @@ func.func @dynamic(%q: memref<8x16x?x128xbf16>, %k: memref<8x16x?x128xbf16>,
 
 // -----
 
-// A score_mod: not measured under the persistent grid, so not chosen.
+// A score_mod that is not a mask of the indices alone: not measured under the
+// persistent grid, so not chosen.
 // CHECK-LABEL: func.func @score_mod
 // CHECK-NOT: flashRuntimeMultiprocessorCount
 // CHECK: gpu.launch_func
@@ -156,5 +159,119 @@ func.func @score_mod(%q: memref<8x16x1024x128xbf16>, %k: memref<8x16x1024x128xbf
            flash.yield %r : f32
          } -> tensor<8x16x1024x128xbf16>
   bufferization.materialize_in_destination %r in restrict writable %o : (tensor<8x16x1024x128xbf16>, memref<8x16x1024x128xbf16>) -> ()
+  return
+}
+
+// -----
+
+// A mask of the indices alone, chunks of 512 keys: each 128-row block walks
+// the 4 tiles of its chunk (the classification folded on constants).
+// CHECK-LABEL: func.func @chunks_512
+// CHECK: func.call @flashRuntimeMultiprocessorCount()
+// CHECK: gpu.launch_func
+func.func @chunks_512(%q: memref<2x16x8192x128xbf16>, %k: memref<2x16x8192x128xbf16>,
+                  %v: memref<2x16x8192x128xbf16>, %o: memref<2x16x8192x128xbf16>) {
+  %qt = bufferization.to_tensor %q restrict : memref<2x16x8192x128xbf16> to tensor<2x16x8192x128xbf16>
+  %kt = bufferization.to_tensor %k restrict : memref<2x16x8192x128xbf16> to tensor<2x16x8192x128xbf16>
+  %vt = bufferization.to_tensor %v restrict : memref<2x16x8192x128xbf16> to tensor<2x16x8192x128xbf16>
+  %ot = bufferization.to_tensor %o restrict writable : memref<2x16x8192x128xbf16> to tensor<2x16x8192x128xbf16>
+  %r = flash.attention ins(%qt, %kt, %vt : tensor<2x16x8192x128xbf16>, tensor<2x16x8192x128xbf16>, tensor<2x16x8192x128xbf16>)
+         outs(%ot : tensor<2x16x8192x128xbf16>) scale(0.088388)
+         score_mod {
+         ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+           %c512 = arith.constant 512 : index
+           %qc = arith.divsi %i, %c512 : index
+           %kc = arith.divsi %j, %c512 : index
+           %ok = arith.cmpi eq, %qc, %kc : index
+           %ninf = arith.constant 0xFF800000 : f32
+           %r = arith.select %ok, %s, %ninf : f32
+           flash.yield %r : f32
+         } -> tensor<2x16x8192x128xbf16>
+  bufferization.materialize_in_destination %r in restrict writable %o : (tensor<2x16x8192x128xbf16>, memref<2x16x8192x128xbf16>) -> ()
+  return
+}
+
+// -----
+
+// |i - j| <= 1024: 17 tiles (2176 keys) a block, within the bound of 3072.
+// CHECK-LABEL: func.func @local_1024
+// CHECK: func.call @flashRuntimeMultiprocessorCount()
+// CHECK: gpu.launch_func
+func.func @local_1024(%q: memref<2x16x8192x128xbf16>, %k: memref<2x16x8192x128xbf16>,
+                  %v: memref<2x16x8192x128xbf16>, %o: memref<2x16x8192x128xbf16>) {
+  %qt = bufferization.to_tensor %q restrict : memref<2x16x8192x128xbf16> to tensor<2x16x8192x128xbf16>
+  %kt = bufferization.to_tensor %k restrict : memref<2x16x8192x128xbf16> to tensor<2x16x8192x128xbf16>
+  %vt = bufferization.to_tensor %v restrict : memref<2x16x8192x128xbf16> to tensor<2x16x8192x128xbf16>
+  %ot = bufferization.to_tensor %o restrict writable : memref<2x16x8192x128xbf16> to tensor<2x16x8192x128xbf16>
+  %r = flash.attention ins(%qt, %kt, %vt : tensor<2x16x8192x128xbf16>, tensor<2x16x8192x128xbf16>, tensor<2x16x8192x128xbf16>)
+         outs(%ot : tensor<2x16x8192x128xbf16>) scale(0.088388)
+         score_mod {
+         ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+           %c1024 = arith.constant 1024 : index
+           %d = arith.subi %i, %j : index
+           %a = math.absi %d : index
+           %ok = arith.cmpi sle, %a, %c1024 : index
+           %ninf = arith.constant 0xFF800000 : f32
+           %r = arith.select %ok, %s, %ninf : f32
+           flash.yield %r : f32
+         } -> tensor<2x16x8192x128xbf16>
+  bufferization.materialize_in_destination %r in restrict writable %o : (tensor<2x16x8192x128xbf16>, memref<2x16x8192x128xbf16>) -> ()
+  return
+}
+
+// -----
+
+// Prefix-LM (the first 1024 keys, and causal): a block walks from tile 0 to
+// its diagonal, ~4160 keys on average: past the bound.
+// CHECK-LABEL: func.func @prefix_lm_1024
+// CHECK-NOT: flashRuntimeMultiprocessorCount
+// CHECK: gpu.launch_func
+func.func @prefix_lm_1024(%q: memref<2x16x8192x128xbf16>, %k: memref<2x16x8192x128xbf16>,
+                  %v: memref<2x16x8192x128xbf16>, %o: memref<2x16x8192x128xbf16>) {
+  %qt = bufferization.to_tensor %q restrict : memref<2x16x8192x128xbf16> to tensor<2x16x8192x128xbf16>
+  %kt = bufferization.to_tensor %k restrict : memref<2x16x8192x128xbf16> to tensor<2x16x8192x128xbf16>
+  %vt = bufferization.to_tensor %v restrict : memref<2x16x8192x128xbf16> to tensor<2x16x8192x128xbf16>
+  %ot = bufferization.to_tensor %o restrict writable : memref<2x16x8192x128xbf16> to tensor<2x16x8192x128xbf16>
+  %r = flash.attention ins(%qt, %kt, %vt : tensor<2x16x8192x128xbf16>, tensor<2x16x8192x128xbf16>, tensor<2x16x8192x128xbf16>)
+         outs(%ot : tensor<2x16x8192x128xbf16>) scale(0.088388)
+         score_mod {
+         ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+           %c1024 = arith.constant 1024 : index
+           %p = arith.cmpi slt, %j, %c1024 : index
+           %c = arith.cmpi sle, %j, %i : index
+           %ok = arith.ori %p, %c : i1
+           %ninf = arith.constant 0xFF800000 : f32
+           %r = arith.select %ok, %s, %ninf : f32
+           flash.yield %r : f32
+         } -> tensor<2x16x8192x128xbf16>
+  bufferization.materialize_in_destination %r in restrict writable %o : (tensor<2x16x8192x128xbf16>, memref<2x16x8192x128xbf16>) -> ()
+  return
+}
+
+// -----
+
+// The same prefix-LM over 1024 keys with a prefix of 256: ~576 keys a block.
+// CHECK-LABEL: func.func @prefix_lm_short
+// CHECK: func.call @flashRuntimeMultiprocessorCount()
+// CHECK: gpu.launch_func
+func.func @prefix_lm_short(%q: memref<4x16x1024x128xbf16>, %k: memref<4x16x1024x128xbf16>,
+                           %v: memref<4x16x1024x128xbf16>, %o: memref<4x16x1024x128xbf16>) {
+  %qt = bufferization.to_tensor %q restrict : memref<4x16x1024x128xbf16> to tensor<4x16x1024x128xbf16>
+  %kt = bufferization.to_tensor %k restrict : memref<4x16x1024x128xbf16> to tensor<4x16x1024x128xbf16>
+  %vt = bufferization.to_tensor %v restrict : memref<4x16x1024x128xbf16> to tensor<4x16x1024x128xbf16>
+  %ot = bufferization.to_tensor %o restrict writable : memref<4x16x1024x128xbf16> to tensor<4x16x1024x128xbf16>
+  %r = flash.attention ins(%qt, %kt, %vt : tensor<4x16x1024x128xbf16>, tensor<4x16x1024x128xbf16>, tensor<4x16x1024x128xbf16>)
+         outs(%ot : tensor<4x16x1024x128xbf16>) scale(0.088388)
+         score_mod {
+         ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+           %c256 = arith.constant 256 : index
+           %p = arith.cmpi slt, %j, %c256 : index
+           %c = arith.cmpi sle, %j, %i : index
+           %ok = arith.ori %p, %c : i1
+           %ninf = arith.constant 0xFF800000 : f32
+           %r = arith.select %ok, %s, %ninf : f32
+           flash.yield %r : f32
+         } -> tensor<4x16x1024x128xbf16>
+  bufferization.materialize_in_destination %r in restrict writable %o : (tensor<4x16x1024x128xbf16>, memref<4x16x1024x128xbf16>) -> ()
   return
 }
