@@ -80,6 +80,9 @@ CASES = {
     "wgmma-decode-causal-auto-split": _c((1, 8, 16, 64), (1, 2, 20000, 64),
                                          (1, 2, 20000, 64), kernel="wgmma", causal=True,
                                          align="bottom_right", return_lse=True),
+    # MQA at Lq = 16: 128 packed rows as two 64-row blocks reading the same K/V tiles
+    "wgmma-decode-mqa-lq16": _c((2, 8, 16, 128), (2, 1, 3001, 128), (2, 1, 3001, 128),
+                                return_lse=True),
     # paged split-KV: tables with junk entries, a length past the capacity, an empty one
     "paged-page48-f16": _c((2, 16, 1, 128), (90, 48, 2, 128), (90, 48, 2, 128), "float16",
                            table=(2, 40), lens=[1000, 10 ** 6]),
@@ -88,6 +91,8 @@ CASES = {
     # paged wgmma: TMA boxes through the same junk tables, masks over packed heads
     "paged-wgmma-page48": _c((2, 16, 1, 128), (90, 48, 2, 128), (90, 48, 2, 128),
                              table=(2, 40), lens=[1000, 10 ** 6], kernel="wgmma"),
+    "paged-wgmma-mqa-lq16": _c((2, 8, 16, 128), (120, 32, 1, 128), (120, 32, 1, 128),
+                               table=(2, 60), lens=[1900, 7], return_lse=True),
     "paged-wgmma-lq16-causal": _c((2, 32, 16, 64), (200, 32, 8, 64), (200, 32, 8, 64),
                                   "float16", table=(2, 90), lens=[2800, 0], causal=True,
                                   return_lse=True, kernel="wgmma"),
