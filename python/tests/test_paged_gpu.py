@@ -63,6 +63,10 @@ CASES = {
                                     return_lse=True, kernel="wgmma"),
     "wg-lq64-g4-page112": _case(1, 8, 2, 64, 128, 112, 60, 30, [3000], causal=True,
                                 return_lse=True, kernel="wgmma"),
+    # MQA at Lq = 16 (kernel=auto): 128 packed rows as two 64-row blocks, each reading
+    # every page of its sequence.
+    "mqa-lq16-page64": _case(3, 8, 1, 16, 128, 64, 150, 50, [3001, 17, 0],
+                             return_lse=True),
     "wg-page256-f16-empty": _case(3, 16, 2, 1, 128, 256, 40, 12, [0, 2900, 10 ** 6],
                                   dtype="float16", return_lse=True, kernel="wgmma"),
     "wg-page48-split-per-tile": _case(2, 16, 2, 1, 128, 48, 90, 40, [1000, 1919],
