@@ -186,11 +186,9 @@ FailureOr<SmallVector<Value>> flash::unpageAttention(OpBuilder &b,
     unsigned numOwn = op.getCaptures().size();
     if (op.hasScoreMod()) {
       IRMapping mapping;
-      cloneScoreMod(b, loc, op.getScoreMod(), mapping, s,
-                    body->getArguments().slice(1, 2), i, j,
-                    body->getArguments().slice(5, numOwn));
-      s = mapping.lookup(
-          op.getScoreMod().front().getTerminator()->getOperand(0));
+      s = cloneScoreMod(b, loc, op.getScoreMod(), mapping, s,
+                        body->getArguments().slice(1, 2), i, j,
+                        body->getArguments().slice(5, numOwn));
     }
     Value n = tensor::ExtractOp::create(b, loc, body->getArgument(5 + numOwn),
                                         ValueRange{bi});

@@ -353,9 +353,8 @@ Value mlir::flash::buildScoreMod(OpBuilder &b, AttentionOp op, Value s,
                                  ValueRange batch, Value i, Value j) {
   Region &region = op.getScoreMod();
   IRMapping mapping;
-  cloneScoreMod(b, op.getLoc(), region, mapping, s, batch, i, j,
-                op.getCaptures());
-  return mapping.lookup(region.front().getTerminator()->getOperand(0));
+  return cloneScoreMod(b, op.getLoc(), region, mapping, s, batch, i, j,
+                       op.getCaptures());
 }
 
 SmallVector<Value> mlir::flash::buildAbsoluteIndices(OpBuilder &b, Location loc,

@@ -140,11 +140,11 @@ DenseSet<Value> mlir::flash::scoreModSlice(Region &scoreMod, unsigned argNo) {
   return slice;
 }
 
-void mlir::flash::cloneScoreMod(OpBuilder &b, Location loc, Region &scoreMod,
-                                IRMapping &map, Value s, ValueRange batch,
-                                Value i, Value j, ValueRange captures,
-                                CaptureReader readCapture,
-                                function_ref<bool(Operation *)> only) {
+Value mlir::flash::cloneScoreMod(OpBuilder &b, Location loc, Region &scoreMod,
+                                 IRMapping &map, Value s, ValueRange batch,
+                                 Value i, Value j, ValueRange captures,
+                                 CaptureReader readCapture,
+                                 function_ref<bool(Operation *)> only) {
   Block &body = scoreMod.front();
   mapScoreModArguments(map, body, s, batch, i, j, captures);
   for (Operation &op : body.without_terminator()) {
@@ -164,6 +164,7 @@ void mlir::flash::cloneScoreMod(OpBuilder &b, Location loc, Region &scoreMod,
     }
     b.clone(op, map);
   }
+  return map.lookupOrNull(body.getTerminator()->getOperand(0));
 }
 
 FailureOr<ScoreModGradient> mlir::flash::buildScoreModGradient(
@@ -174,11 +175,10 @@ FailureOr<ScoreModGradient> mlir::flash::buildScoreModGradient(
   unsigned nb = batch.size();
   unsigned numIndices = nb + 2;
   IRMapping map;
-  cloneScoreMod(b, loc, scoreMod, map, s, batch, i, j, captures, readCapture);
-
   ScoreModGradient grad;
+  grad.score = cloneScoreMod(b, loc, scoreMod, map, s, batch, i, j, captures,
+                             readCapture);
   Value yielded = body.getTerminator()->getOperand(0);
-  grad.score = map.lookup(yielded);
   DenseSet<Value> active = activeValues(body, numIndices);
   Adjoints adj(b, loc);
   auto cst = [&](Type t, double v) -> Value {

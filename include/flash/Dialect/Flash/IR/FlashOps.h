@@ -113,11 +113,12 @@ DenseSet<Value> scoreModSlice(Region &scoreMod, unsigned argNo);
 /// the clones in `map`: its captures are `captures`, or with `readCapture`
 /// their `tensor.extract`s are what it builds. Ops whose results `map`
 /// already holds are not cloned again; with `only`, only the ops it accepts
-/// are cloned.
-void cloneScoreMod(OpBuilder &b, Location loc, Region &scoreMod, IRMapping &map,
-                   Value s, ValueRange batch, Value i, Value j,
-                   ValueRange captures, CaptureReader readCapture = nullptr,
-                   function_ref<bool(Operation *)> only = nullptr);
+/// are cloned. Returns the clone of the yielded score (null where `only`
+/// left it out).
+Value cloneScoreMod(OpBuilder &b, Location loc, Region &scoreMod,
+                    IRMapping &map, Value s, ValueRange batch, Value i, Value j,
+                    ValueRange captures, CaptureReader readCapture = nullptr,
+                    function_ref<bool(Operation *)> only = nullptr);
 /// Inlines `scoreMod` at the builder's insertion point for score `s` at
 /// (batch..., i, j) with `captures`, and its derivative with respect to the
 /// score and to each float capture read. With `readCapture`, the captures'
