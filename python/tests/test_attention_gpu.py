@@ -362,6 +362,10 @@ def prebuild_all(cache_dir):
     print("persistent-empty", flash_mlir.prebuild(
         (2, 4, 70, 64), (2, 2, 90, 64), (2, 2, 90, 64), "bfloat16",
         **_persistent_kw({"return_lse": True, "dynamic": True}, True)))
+    for name, (qs, ks, vs, dtype, kw) in SOFT_EXP2_CASES.items():
+        mask_kw = {key: kw[key] for key in _MASK_KEYS if key in kw}
+        print(name, flash_mlir.prebuild(qs, ks, vs, dtype, return_lse=True, **kw),
+              flash_mlir.prebuild(qs, ks, vs, dtype, **mask_kw))
     for name in BIAS_CASES:
         print(name, _bias_library(name))
     for name, (qs, ks, vs, bs, dtype, kw) in BIAS_KEYWORD_CASES.items():
@@ -902,6 +906,35 @@ def test_tensormaps_by_value_match_device_copies(name):
         assert torch.equal(again[0], ref[0])
     assert count("tensormap_upload") == uploads
     assert count("tensormap_param") > params
+
+
+# soft_exp2=N: N of every 8 exponentials of the softmax on the FMA pipes (a polynomial,
+# 7.5e-5 relative) instead of the multi-function unit.
+SOFT_EXP2_CASES = {
+    "d64-causal-f16-all": ((2, 8, 300, 64), (2, 4, 517, 64), (2, 4, 517, 64), "float16",
+                           {"causal": True, "align": "bottom_right", "soft_exp2": 8}),
+    "d128-dv96-bf16-half": ((2, 4, 260, 128), (2, 4, 700, 128), (2, 4, 700, 96), "bfloat16",
+                            {"soft_exp2": 4}),
+}
+
+
+@pytest.mark.parametrize("name", list(SOFT_EXP2_CASES))
+def test_soft_exp2_matches_reference(name):
+    """Within the SDPA-error rule of the float64 reference, output and LSE, and not
+    bit-identical to the call without the option (which would mean it was dropped)."""
+    torch = _cuda()
+    qs, ks, vs, dtype, kw = SOFT_EXP2_CASES[name]
+    q, k, v = _inputs(torch, qs, ks, vs, dtype)
+    mask_kw = {key: kw[key] for key in _MASK_KEYS if key in kw}
+    out, lse = flash_mlir.attention(q, k, v, return_lse=True, **kw)
+    plain = flash_mlir.attention(q, k, v, **mask_kw)
+    torch.cuda.synchronize()
+    assert not torch.isnan(out).any()
+    assert not torch.equal(out, plain)
+    err, err_sdpa, ref_lse = _errors(torch, out, q, k, v, **mask_kw)
+    assert err <= 2 * err_sdpa + 1e-3, (err, err_sdpa)
+    lse_err = (lse.double().cpu() - torch.from_numpy(ref_lse)).abs().max().item()
+    assert lse_err <= 1e-3, lse_err
 
 
 def test_persistent_grid_without_keys_writes_zero_rows():

@@ -75,7 +75,7 @@
 // ONE-NOT: nvvm.barrier
 // ONE: gpu.return
 
-// STAGES: convert-flash-to-gpu: need block-m = 64 * warpgroups (0: automatic), block-n a multiple of 16 in [16, 256] (0: automatic), stages >= 1 (>= 3 with overlap or defer-pv; 0: automatic), defer-pv, persistent, score-prefetch and stage-captures in {-1, 0, 1}, and overlap without defer-pv or pingpong
+// STAGES: convert-flash-to-gpu: need block-m = 64 * warpgroups (0: automatic), block-n a multiple of 16 in [16, 256] (0: automatic), stages >= 1 (>= 3 with overlap or defer-pv; 0: automatic), defer-pv, persistent, score-prefetch and stage-captures in {-1, 0, 1}, soft-exp2 in [0, 8], and overlap without defer-pv or pingpong
 
 // A persistent grid: as many CTAs as the device holds at once (its SM count,
 // one CTA per SM here), none past the work items, and the launch's work counter

@@ -60,8 +60,8 @@ GradFragment::Element GradFragment::element(ImplicitLocOpBuilder &b, Value s,
                                             ArrayRef<Value> staged) {
   Value negLse = arith::NegFOp::create(b, lse2);
   if (!mod) {
-    Value x = exp2Approx(
-        b, math::FmaOp::create(b, s, constF32(b, cfg.scale * M_LOG2E), negLse));
+    Value x =
+        exp2Approx(b, fmaF32(b, s, constF32(b, cfg.scale * M_LOG2E), negLse));
     if (masked)
       x = arith::SelectOp::create(
           b, scoreAllowed(b, cfg.mask, query, key, lq, lk), x,
@@ -115,8 +115,7 @@ GradFragment::Element GradFragment::element(ImplicitLocOpBuilder &b, Value s,
   assert(succeeded(g) && "score_mod without a derivative");
   if (floats)
     foldIndexConversions(b, *mod->region, clones, i, j, *floats);
-  Value x = exp2Approx(
-      b, math::FmaOp::create(b, g->score, constF32(b, M_LOG2E), negLse));
+  Value x = exp2Approx(b, fmaF32(b, g->score, constF32(b, M_LOG2E), negLse));
   if (masked)
     x = arith::SelectOp::create(
         b, scoreAllowed(b, cfg.mask, query, key, lq, lk), x, constF32(b, 0.0));

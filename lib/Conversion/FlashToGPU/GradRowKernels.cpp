@@ -89,7 +89,7 @@ gpu::GPUFuncOp gpu_lowering::buildGradPrepKernel(OpBuilder &ob, Location loc,
             return x.getType() == f32 ? x : arith::ExtFOp::create(ib, f32, x);
           };
           scf::YieldOp::create(
-              ib, ValueRange{math::FmaOp::create(ib, load(dO), load(o), acc[0]).getResult()});
+              ib, ValueRange{fmaF32(ib, load(dO), load(o), acc[0])});
         });
     Value sum = butterflyReduce(b, dot.getResult(0), /*isMax=*/false, 32);
     Value l = memref::LoadOp::create(b, lse, ValueRange{bh, row});

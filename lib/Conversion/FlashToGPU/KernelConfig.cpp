@@ -92,14 +92,15 @@ LogicalResult gpu_lowering::verifyKernelOptions(const GPUKernelOptions &o,
        (o.blockN < 16 || o.blockN > 256 || o.blockN % 16 != 0)) ||
       o.stages < 0 || o.deferPV < -1 || o.deferPV > 1 || o.persistent < -1 ||
       o.persistent > 1 || o.scorePrefetch < -1 || o.scorePrefetch > 1 ||
-      o.stageCaptures < -1 || o.stageCaptures > 1 ||
+      o.stageCaptures < -1 || o.stageCaptures > 1 || o.softExp2 < 0 ||
+      o.softExp2 > 8 ||
       ((o.overlap || o.deferPV == 1) && o.stages > 0 && o.stages < 3) ||
       (o.overlap && (o.deferPV == 1 || o.pingpong))) {
     os << "need block-m = 64 * warpgroups (0: automatic), block-n a multiple "
           "of 16 in [16, 256] (0: automatic), stages >= 1 (>= 3 with overlap "
           "or defer-pv; 0: "
           "automatic), defer-pv, persistent, score-prefetch and "
-          "stage-captures in {-1, 0, 1}, "
+          "stage-captures in {-1, 0, 1}, soft-exp2 in [0, 8], "
           "and overlap without defer-pv "
           "or pingpong";
     return failure();
@@ -211,6 +212,7 @@ KernelConfig gpu_lowering::resolveWgmmaConfig(const GPUKernelOptions &o,
   cfg.overlap = o.overlap;
   cfg.pingpong = o.pingpong;
   cfg.scorePrefetch = scoreMod && o.scorePrefetch != 0;
+  cfg.softExp2 = o.softExp2;
   int64_t readBytes =
       scoreMod ? perScoreReadBytes(*spec.scoreMod, spec.numBatchDims + 2) : 0;
   cfg.producerRegs = o.producerRegs;

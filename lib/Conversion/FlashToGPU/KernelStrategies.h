@@ -69,6 +69,8 @@ struct KernelConfig {
   bool persistent = false;
   // A score_mod's score-independent capture reads go before the QKᵀ wait.
   bool scorePrefetch = false;
+  // Of every 8 exponentials of the softmax, those on the FMA pipes.
+  int64_t softExp2 = 0;
   int64_t producerRegs = 0, consumerRegs = 0, ctasPerSM = 0;
   int64_t threads() const { return 128 * (1 + consumerWarpgroups); }
 };

@@ -42,6 +42,12 @@ Value gpu_lowering::quadReduce(ImplicitLocOpBuilder &b, Value v, bool isMax) {
   return butterflyReduce(b, v, isMax, 4);
 }
 
+/// Element `i`'s exponential: ctx.softExp2 of every 8 on the FMA pipes.
+static Value exp2Of(ImplicitLocOpBuilder &b, Value x, int64_t i,
+                    const ScoreContext &ctx) {
+  return i % 8 < ctx.softExp2 ? exp2Poly(b, x) : exp2Approx(b, x);
+}
+
 std::array<Value, 2>
 gpu_lowering::onlineSoftmaxStep(ImplicitLocOpBuilder &b,
                                 SmallVectorImpl<Value> &s, RowState &st,
@@ -81,8 +87,8 @@ gpu_lowering::onlineSoftmaxStep(ImplicitLocOpBuilder &b,
     Value rowSum[2] = {Value(), Value()};
     for (int64_t i = 0, e = s.size(); i < e; ++i) {
       int64_t h = Layout::rowHalf(i);
-      Value x = math::FmaOp::create(b, s[i], scaleLog2, negM[h]);
-      s[i] = exp2Approx(b, x);
+      Value x = fmaF32(b, s[i], scaleLog2, negM[h]);
+      s[i] = exp2Of(b, x, i, ctx);
       rowSum[h] = rowSum[h]
                       ? arith::AddFOp::create(b, rowSum[h], s[i]).getResult()
                       : s[i];
@@ -143,12 +149,9 @@ gpu_lowering::onlineSoftmaxStep(ImplicitLocOpBuilder &b,
   for (int64_t i = 0, e = s.size(); i < e; ++i) {
     Value &v = s[i];
     int64_t h = Layout::rowHalf(i);
-    // llvm.intr.fma: math.fma would become libdevice's __nv_fmaf.
-    Value x = natural ? LLVM::FMAOp::create(
-                            b, v, log2eV, arith::NegFOp::create(b, mUse[h]))
-                            .getResult()
+    Value x = natural ? fmaF32(b, v, log2eV, arith::NegFOp::create(b, mUse[h]))
                       : arith::SubFOp::create(b, v, mUse[h]).getResult();
-    v = exp2Approx(b, x);
+    v = exp2Of(b, x, i, ctx);
     rowSum[h] = rowSum[h] ? arith::AddFOp::create(b, rowSum[h], v).getResult()
                           : v;
   }

@@ -122,7 +122,7 @@ SplitRowMerge gpu_lowering::mergeSplitRow(ImplicitLocOpBuilder &b,
         SmallVector<Value> acc(st);
         for (int64_t u = 0; u < kUnroll; ++u)
           for (int64_t c = 0; c < perLane; ++c)
-            acc[c] = math::FmaOp::create(ib, o[u * perLane + c], w[u], acc[c]);
+            acc[c] = fmaF32(ib, o[u * perLane + c], w[u], acc[c]);
         scf::YieldOp::create(ib, acc);
       });
   r.acc.assign(loop.getResults().begin(), loop.getResults().end());

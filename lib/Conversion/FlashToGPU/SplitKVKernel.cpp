@@ -502,9 +502,8 @@ gpu::GPUFuncOp gpu_lowering::buildSplitKVKernel(OpBuilder &ob, Location loc,
         }
         for (int64_t i = 4; i < vals; ++i) {
           int64_t h = AccumulatorLayout::rowHalf(i - 4);
-          acc[i] = math::FmaOp::create(
-              b, read(i), beta[h],
-              arith::MulFOp::create(b, acc[i], alpha[h]));
+          acc[i] = fmaF32(b, read(i), beta[h],
+                          arith::MulFOp::create(b, acc[i], alpha[h]));
         }
       }
       scf::YieldOp::create(b, acc);

@@ -65,6 +65,30 @@ static Value nvvmUnary(ImplicitLocOpBuilder &b, StringRef intrinsic, Value x) {
 Value gpu_lowering::exp2Approx(ImplicitLocOpBuilder &b, Value x) {
   return nvvmUnary(b, "llvm.nvvm.ex2.approx.ftz.f32", x);
 }
+Value gpu_lowering::fmaF32(ImplicitLocOpBuilder &b, Value a, Value x, Value c) {
+  return LLVM::FMAOp::create(b, a, x, c);
+}
+Value gpu_lowering::exp2Poly(ImplicitLocOpBuilder &b, Value x) {
+  // Minimax for the relative error of 2^f on [-0.5, 0.5], constant first.
+  constexpr double kCoeff[] = {0.999928117, 0.693260968, 0.242610753,
+                               0.0551714078};
+  Type i32 = b.getI32Type();
+  x = arith::MaximumFOp::create(b, x, constF32(b, -127.0));
+  // x + (1.5·2^23 + 127) holds round(x) + 127 in its low mantissa bits; shifted
+  // into the exponent field (the rest shifts out) that is 2^round(x), and
+  // +0 at -127.
+  Value shift = constF32(b, 12582912.0 + 127.0);
+  Value t = arith::AddFOp::create(b, x, shift);
+  Value f = arith::SubFOp::create(b, x, arith::SubFOp::create(b, t, shift));
+  Value scale = arith::BitcastOp::create(
+      b, b.getF32Type(),
+      arith::ShLIOp::create(b, arith::BitcastOp::create(b, i32, t),
+                            arith::ConstantIntOp::create(b, i32, 23)));
+  Value p = constF32(b, kCoeff[3]);
+  for (int k = 2; k >= 0; --k)
+    p = fmaF32(b, p, f, constF32(b, kCoeff[k]));
+  return arith::MulFOp::create(b, p, scale);
+}
 Value gpu_lowering::log2Approx(ImplicitLocOpBuilder &b, Value x) {
   return nvvmUnary(b, "llvm.nvvm.lg2.approx.f", x);
 }

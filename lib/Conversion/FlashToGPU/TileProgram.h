@@ -60,6 +60,14 @@ Value fromF32(ImplicitLocOpBuilder &b, Value x, Type t);
 /// ex2.approx.ftz.f32: 2^-inf = +0, which is what masked scores need, and no
 /// libdevice, so the PTX is complete without a CUDA toolkit.
 Value exp2Approx(ImplicitLocOpBuilder &b, Value x);
+/// a·x + c in one rounding (llvm.intr.fma: math.fma would become libdevice's
+/// __nv_fmaf, which only a CUDA toolkit's libdevice resolves).
+Value fmaF32(ImplicitLocOpBuilder &b, Value a, Value x, Value c);
+/// 2^x for the softmax's x <= 0 without the multi-function unit: x clamped
+/// at -127 (2^x = +0 there, as exp2Approx flushes; NaN stays NaN), rounded
+/// to j with the 1.5·2^23 shift, 2^(x-j) from a degree-3 polynomial on
+/// [-0.5, 0.5] (7.5e-5 relative) times 2^j built in the exponent field.
+Value exp2Poly(ImplicitLocOpBuilder &b, Value x);
 /// lg2.approx.f32.
 Value log2Approx(ImplicitLocOpBuilder &b, Value x);
 
@@ -409,6 +417,9 @@ struct ScoreContext {
   std::function<IRMapping(ImplicitLocOpBuilder &, Value, Value)> prefetch;
   /// Per fragment element, what `prefetch` cloned (empty: none).
   SmallVector<IRMapping> prefetched;
+  /// Of every 8 fragment elements, how many the softmax exponentiates with
+  /// exp2Poly rather than exp2Approx.
+  int64_t softExp2 = 0;
 };
 
 /// Fills `ctx.prefetched` for the `numElements` accumulator elements of a

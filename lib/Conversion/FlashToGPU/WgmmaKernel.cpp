@@ -638,6 +638,7 @@ WgmmaConsumer::TileScores WgmmaConsumer::tileScores(Value t) {
                            env.captures,
                            /*needsMask=*/true, spec.indexBound(),
                            spec.staged.empty() ? nullptr : &staged);
+  ts.sc.softExp2 = env.cfg.softExp2;
   if (env.indexMask)
     ts.sc.indexFull = classifyScoreTile(b, *spec.scoreMod, *env.indexMask,
                                         env.batchLo, env.batchHi, wgRowLo,
