@@ -8,6 +8,7 @@
 // RUN: flash-opt %s -convert-flash-to-gpu | FileCheck %s --check-prefix=OFF
 // RUN: env -u CUDA_HOME flash-opt %s --flash-gpu-pipeline="format=isa soft-exp2=8" | FileCheck %s --check-prefix=PTX
 // RUN: (flash-opt %s -convert-flash-to-gpu="soft-exp2=9" 2>&1 || true) | FileCheck %s --check-prefix=RANGE
+// RUN: env -u CUDA_HOME flash-opt %s --flash-gpu-pipeline="format=isa" | FileCheck %s --check-prefix=NOLIB
 
 // CHECK-LABEL: gpu.func @kernel
 // CHECK: %[[X:.+]] = arith.maximumf %{{.+}}, %{{.+}} : f32
@@ -40,6 +41,12 @@
 // PTX-SAME: max.NaN.f32
 // PTX-SAME: 0f4B40007F
 // PTX-SAME: ex2.approx.ftz.f32
+
+// Without a CUDA toolkit (no libdevice to link), the PTX calls nothing: the
+// kernels' fused multiply-adds are fma.rn.f32, not calls to __nv_fmaf.
+// NOLIB: gpu.binary @flash_attention_0
+// NOLIB-SAME: fma.rn.f32
+// NOLIB-NOT: __nv_
 
 // RANGE: convert-flash-to-gpu: need {{.*}} soft-exp2 in [0, 8]
 func.func @causal(%q: memref<2x4x200x128xbf16>, %k: memref<2x4x150x128xbf16>,
