@@ -16,8 +16,8 @@
 // CHECK-NEXT: %[[T:.+]] = arith.addf %[[X]], %[[SHIFT]]
 // CHECK-NEXT: %[[J:.+]] = arith.subf %[[T]], %[[SHIFT]]
 // CHECK-NEXT: %[[F:.+]] = arith.subf %[[X]], %[[J]]
-// CHECK-NEXT: %[[C23:.+]] = arith.constant 23 : i32
 // CHECK-NEXT: %[[TB:.+]] = arith.bitcast %[[T]] : f32 to i32
+// CHECK-NEXT: %[[C23:.+]] = arith.constant 23 : i32
 // CHECK-NEXT: %[[SB:.+]] = arith.shli %[[TB]], %[[C23]] : i32
 // CHECK-NEXT: %[[SCALE:.+]] = arith.bitcast %[[SB]] : i32 to f32
 // CHECK: %[[P1:.+]] = llvm.intr.fma(%{{.+}}, %[[F]], %{{.+}})

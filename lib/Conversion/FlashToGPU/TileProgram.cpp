@@ -80,10 +80,10 @@ Value gpu_lowering::exp2Poly(ImplicitLocOpBuilder &b, Value x) {
   Value shift = constF32(b, 12582912.0 + 127.0);
   Value t = arith::AddFOp::create(b, x, shift);
   Value f = arith::SubFOp::create(b, x, arith::SubFOp::create(b, t, shift));
-  Value scale = arith::BitcastOp::create(
-      b, b.getF32Type(),
-      arith::ShLIOp::create(b, arith::BitcastOp::create(b, i32, t),
-                            arith::ConstantIntOp::create(b, i32, 23)));
+  Value tBits = arith::BitcastOp::create(b, i32, t);
+  Value by23 = arith::ConstantIntOp::create(b, i32, 23);
+  Value scale = arith::BitcastOp::create(b, b.getF32Type(),
+                                         arith::ShLIOp::create(b, tBits, by23));
   Value p = constF32(b, kCoeff[3]);
   for (int k = 2; k >= 0; --k)
     p = fmaF32(b, p, f, constF32(b, kCoeff[k]));
