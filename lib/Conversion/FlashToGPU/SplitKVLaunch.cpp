@@ -13,6 +13,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -103,18 +104,101 @@ static Value chooseSplits(ImplicitLocOpBuilder &b, Value ctas, Value slots,
   return arith::SelectOp::create(b, full, one, pick.getResult(0));
 }
 
+/// A fresh internal i64 global, zero at load time, at the top of `module`:
+/// the split-count memo of one launch site.
+static LLVM::GlobalOp splitMemoGlobal(ImplicitLocOpBuilder &b,
+                                      ModuleOp module) {
+  std::string name;
+  for (unsigned i = 0;; ++i) {
+    name = "__flash_split_memo_" + std::to_string(i);
+    if (!module.lookupSymbol(name))
+      break;
+  }
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointToStart(module.getBody());
+  return LLVM::GlobalOp::create(b, b.getI64Type(), /*isConstant=*/false,
+                                LLVM::Linkage::Internal, name,
+                                b.getI64IntegerAttr(0), /*alignment=*/8);
+}
+
 Value gpu_lowering::splitCount(ImplicitLocOpBuilder &b, Operation *anchor,
                                Value ctas, int64_t ctasPerSM, Value keyTiles) {
   Value one = constIdx(b, 1);
   Value slots = arith::MulIOp::create(b, multiprocessorCount(b, anchor),
                                       constIdx(b, ctasPerSM));
-  Value maxSplits = arith::MinSIOp::create(
-      b,
-      arith::MaxSIOp::create(
-          b, arith::DivSIOp::create(b, keyTiles, constIdx(b, kMinTilesPerSplit)),
-          one),
-      constIdx(b, kMaxSplits));
-  return chooseSplits(b, ctas, slots, maxSplits, keyTiles);
+  // chooseSplits walks up to 2·kMaxSplits candidates with several integer
+  // divisions each: microseconds of host time on every decode call, for an
+  // answer that for a static shape depends on the SM count alone. Each launch
+  // site keeps its last question and answer in one 64-bit word — CTAs in bits
+  // 0-19, key tiles 20-39, slots 40-55, the split count 56-63 — read and
+  // written with relaxed atomics, so a concurrent caller sees a whole pair or
+  // the initial zero (never a key: slots are at least 1). Questions that do
+  // not fit the fields are answered each time.
+  static_assert(kMaxSplits < 256, "the split count must fit 8 bits");
+  Type i64 = b.getI64Type();
+  auto toI64 = [&](Value v) -> Value {
+    return arith::IndexCastOp::create(b, i64, v);
+  };
+  auto c64 = [&](int64_t v) -> Value {
+    return arith::ConstantIntOp::create(b, i64, v);
+  };
+  auto below = [&](Value v, int64_t bits) -> Value {
+    return arith::CmpIOp::create(b, arith::CmpIPredicate::ult, v,
+                                 c64(int64_t(1) << bits));
+  };
+  // Built one op per statement: the IR's order must not depend on the order
+  // a compiler evaluates call arguments in.
+  Value ctas64 = toI64(ctas);
+  Value tiles64 = toI64(keyTiles);
+  Value slots64 = toI64(slots);
+  Value ctasFit = below(ctas64, 20);
+  Value tilesFit = below(tiles64, 20);
+  Value slotsFit = below(slots64, 16);
+  Value fits = arith::AndIOp::create(
+      b, arith::AndIOp::create(b, ctasFit, tilesFit), slotsFit);
+  Value tilesField = arith::ShLIOp::create(b, tiles64, c64(20));
+  Value slotsField = arith::ShLIOp::create(b, slots64, c64(40));
+  Value key = arith::OrIOp::create(
+      b, arith::OrIOp::create(b, ctas64, tilesField), slotsField);
+  auto memo = splitMemoGlobal(b, anchor->getParentOfType<ModuleOp>());
+  Value addr = LLVM::AddressOfOp::create(b, memo);
+  Value packed = LLVM::LoadOp::create(b, i64, addr, /*alignment=*/8,
+                                      /*isVolatile=*/false,
+                                      /*isNonTemporal=*/false,
+                                      /*isInvariant=*/false,
+                                      /*isInvariantGroup=*/false,
+                                      LLVM::AtomicOrdering::monotonic);
+  Value stored = arith::AndIOp::create(b, packed, c64((int64_t(1) << 56) - 1));
+  Value same = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, stored, key);
+  Value hit = arith::AndIOp::create(b, fits, same);
+  auto ifHit = scf::IfOp::create(b, TypeRange{b.getIndexType()}, hit,
+                                 /*withElse=*/true);
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(ifHit.thenBlock());
+    scf::YieldOp::create(b, ValueRange{arith::IndexCastOp::create(
+                                b, b.getIndexType(),
+                                arith::ShRUIOp::create(b, packed, c64(56)))});
+    b.setInsertionPointToStart(ifHit.elseBlock());
+    Value tilesPer =
+        arith::DivSIOp::create(b, keyTiles, constIdx(b, kMinTilesPerSplit));
+    Value atLeastOne = arith::MaxSIOp::create(b, tilesPer, one);
+    Value maxSplits =
+        arith::MinSIOp::create(b, atLeastOne, constIdx(b, kMaxSplits));
+    Value splits = chooseSplits(b, ctas, slots, maxSplits, keyTiles);
+    auto ifFits = scf::IfOp::create(b, fits, /*withElse=*/false);
+    b.setInsertionPointToStart(ifFits.thenBlock());
+    Value splits64 = toI64(splits);
+    Value entry = arith::OrIOp::create(
+        b, key, arith::ShLIOp::create(b, splits64, c64(56)));
+    LLVM::StoreOp::create(b, entry, addr, /*alignment=*/8,
+                          /*isVolatile=*/false, /*isNonTemporal=*/false,
+                          /*isInvariantGroup=*/false,
+                          LLVM::AtomicOrdering::monotonic);
+    b.setInsertionPointAfter(ifFits);
+    scf::YieldOp::create(b, ValueRange{splits});
+  }
+  return ifHit.getResult(0);
 }
 
 SplitPartials gpu_lowering::allocSplitPartials(ImplicitLocOpBuilder &b,
