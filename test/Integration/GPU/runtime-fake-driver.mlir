@@ -7,6 +7,7 @@
 // RUN: %python %flash_src_root/tools/flash-gpu-build.py %S/runtime-kernels.mlir -o %t/libruntime_kernels.so --runtime-dir %flash_lib_dir --bundle
 // RUN: %python %flash_src_root/tools/flash-gpu-build.py %S/Inputs/tma_qk.mlir -o %t/libtma_qk.so --runtime-dir %flash_lib_dir --bundle
 // RUN: %python %flash_src_root/tools/flash-gpu-build.py %S/Inputs/tma_qk.mlir -o %t/libtma_qk_param.so --runtime-dir %flash_lib_dir --bundle --opt-tool flash-opt --pipeline 'builtin.module(flash-lower-to-nvvm)'
+// RUN: %python %flash_src_root/tools/flash-gpu-build.py %S/Inputs/decode_splitkv.mlir -o %t/libdecode_splitkv.so --runtime-dir %flash_lib_dir --bundle --opt-tool flash-opt --pipeline 'builtin.module(flash-gpu-pipeline{kernel=splitkv})'
 // RUN: env FLASH_CUDA_DRIVER=%t/libfakecuda.so %python %S/Inputs/fake_driver_check.py %t | FileCheck %s
 
 // Bound to a caller's stream: every launch goes there, no stream is created or
@@ -57,3 +58,16 @@
 // CHECK-NEXT: split counters 0xabc0 n=12000: p3 allocs+1 zeroed 20000 on 0xabc0 value 0 zeroed-here=True
 // CHECK-NEXT: split counters 0xdef0 n=10: p4 allocs+1 zeroed 1024 on 0xdef0 value 0 zeroed-here=True
 // CHECK-NEXT: split counters 0xabc0 n=7: p3 allocs+0 as is
+// The split decode's split count (grid.x of its first launch; the combine follows):
+// each launch site remembers its last question and answer, and a changed key length
+// is a new question, never the old answer. A second site (a copy of the library)
+// computes afresh what the first remembered.
+// CHECK-NEXT: decode 4096 keys: grid.x=[[S4K:[0-9]+]] launches+2 status=0
+// CHECK-NEXT: decode 4096 keys: grid.x=[[S4K]] launches+2 status=0
+// CHECK-NEXT: decode 300 keys: grid.x=[[S300:[0-9]+]] launches+2 status=0
+// CHECK-NEXT: decode 4096 keys: grid.x=[[S4K]] launches+2 status=0
+// CHECK-NEXT: decode 130000 keys: grid.x=[[S130K:[0-9]+]] launches+2 status=0
+// CHECK-NEXT: decode 300 keys: grid.x=[[S300]] launches+2 status=0
+// CHECK-NEXT: fresh site 300 keys: grid.x=[[S300]] launches+2 status=0
+// CHECK-NEXT: fresh site 4096 keys: grid.x=[[S4K]] launches+2 status=0
+// CHECK-NEXT: fresh site 130000 keys: grid.x=[[S130K]] launches+2 status=0

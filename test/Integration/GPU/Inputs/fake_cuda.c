@@ -28,6 +28,11 @@ void fakeSetParamSizes(const size_t *sizes, int n) {
   numParamSizes = n < 64 ? n : 64;
   for (int i = 0; i < numParamSizes; ++i) paramSizes[i] = sizes[i];
 }
+/* grid.x of every launch, in order (the split decode's split count). */
+static unsigned launchGridX[256];
+void fakeLaunchGridX(unsigned *out, int n) {
+  for (int i = 0; i < n && i < stats.launches && i < 256; ++i) out[i] = launchGridX[i];
+}
 static int failModuleLoad;
 static uintptr_t capturingStream;
 
@@ -53,7 +58,8 @@ CUresult CUDAAPI cuDeviceGetName(char *n, int len, CUdevice d) {
 CUresult CUDAAPI cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d) {
   (void)d;
   *v = a == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR ? 9
-     : a == CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN ? 232448 : 0;
+     : a == CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN ? 232448
+     : a == CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT ? 132 : 0;
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) {
@@ -80,6 +86,7 @@ CUresult CUDAAPI cuFuncSetAttribute(CUfunction f, CUfunction_attribute a, int v)
 CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                                 unsigned by, unsigned bz, unsigned smem, CUstream s, void **p, void **e) {
   (void)f; (void)gx; (void)gy; (void)gz; (void)bx; (void)by; (void)bz; (void)smem; (void)e;
+  if (stats.launches < 256) launchGridX[stats.launches] = gx;
   stats.launches++; stats.last_launch_stream = (uintptr_t)s;
   /* Only with sizes set: the count of parameters is unknown otherwise. */
   for (int i = 0; i < 4; ++i) {
@@ -116,6 +123,10 @@ CUresult CUDAAPI cuMemAlloc(CUdeviceptr *p, size_t n) {
   stats.mem_allocs++; *p = (CUdeviceptr)malloc(n); return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuMemFree(CUdeviceptr p) { free((void *)p); return CUDA_SUCCESS; }
+CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr *p, size_t n, CUstream s) {
+  (void)s; return cuMemAlloc(p, n ? n : 1);
+}
+CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr p, CUstream s) { (void)s; return cuMemFree(p); }
 CUresult CUDAAPI cuMemAllocHost(void **p, size_t n) { *p = malloc(n); return CUDA_SUCCESS; }
 CUresult CUDAAPI cuMemcpyAsync(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st) {
   (void)d; (void)s; (void)n; (void)st; return CUDA_SUCCESS;

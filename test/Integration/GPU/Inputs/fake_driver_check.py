@@ -155,3 +155,32 @@ split_counters(0xABC0, 6000)
 split_counters(0xABC0, 12000)
 split_counters(0xDEF0, 10)
 split_counters(0xABC0, 7)
+
+# The split decode's host code (Inputs/decode_splitkv.mlir, dynamic key length) on a
+# device of 132 SMs: the split count is its kernel's grid.x. Each launch site keeps its
+# last question and answer; a copy of the library is a second site, whose first call
+# must give what the first library computed for the same keys.
+fake.fakeSetParamSizes(None, 0)
+fake.fakeLaunchGridX.argtypes = [C.POINTER(C.c_uint), C.c_int]
+
+
+def decode_splits(lib, keys):
+    before = st.launches
+    q, o = desc(0x40000000, [1, 8, 1, 128]), desc(0x40100000, [1, 8, 1, 128])
+    k, v = desc(0x41000000, [1, 1, keys, 128]), desc(0x50000000, [1, 1, keys, 128])
+    lib._mlir_ciface_decode(C.byref(q), C.byref(k), C.byref(v), C.byref(o),
+                            C.c_void_p(0xABC0))
+    grids = (C.c_uint * st.launches)()
+    fake.fakeLaunchGridX(grids, st.launches)
+    err = lib.flashRuntimeGetLastError().decode()
+    return (f"grid.x={grids[before]} launches+{st.launches - before} "
+            f"status={lib.flashRuntimeGetStatus()} {err}")
+
+
+import shutil  # noqa: E402
+shutil.copy(f"{d}/libdecode_splitkv.so", f"{d}/libdecode_splitkv_copy.so")
+dk, dk2 = load("decode_splitkv"), load("decode_splitkv_copy")
+for keys in (4096, 4096, 300, 4096, 130000, 300):
+    print(f"decode {keys} keys: {decode_splits(dk, keys)}")
+for keys in (300, 4096, 130000):
+    print(f"fresh site {keys} keys: {decode_splits(dk2, keys)}")
