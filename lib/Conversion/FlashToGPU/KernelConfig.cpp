@@ -143,42 +143,35 @@ static int64_t perScoreReadBytes(Region &scoreMod, int64_t numIndices) {
   return bytes;
 }
 
-/// Whether a prefill's query blocks are short enough for the persistent grid
-/// to pay: its gain is the next item's Q and first K/V tiles loading under
-/// this item's last tiles and epilogue, which matters as much as the key
-/// loop is short. Measured (bench/NOTES runs 51, 52): +9-11 % at 1k keys
-/// per row (non-causal N = 1k, causal N = 1k), within ±4 % at causal 2k,
-/// -2..-7 % from 4k. Under a mask of the indices alone (run 62, N = 8k):
-/// +4-10 % where a block walks 512-2176 keys (chunks of 512, chunked
-/// causal, a local window of ±1024), +1 % at 2048 (chunks of 2048), -10 %
-/// at ~4.6k (prefix-LM); another score_mod was not measured. Static shapes
-/// only: the keys are the mean over query rows of those the mask shows (a
-/// block's walk for an index mask, from its tiles' classification), and
-/// the overlap needs CTAs that walk two items or more (a grid of fewer
-/// items than twice the resident CTAs is the one-CTA-per-item grid again,
-/// plus its work counter).
-static bool persistentPays(const KernelSpec &spec, const KernelConfig &cfg,
-                           const ChipInfo &chip) {
-  constexpr int64_t kMaxMeanKeys = 1024, kMaxIndexMaskKeys = 3072;
+/// The keys a query block of a static-shape prefill walks, on average over
+/// the blocks: Lk without a mask; under a causal/window mask the mean over
+/// rows of the keys each sees; under a mask of the indices alone (a
+/// score_mod `kernelIndexMask` classifies, no structured mask beside it) the
+/// tiles its classification leaves a block, in keys. None for dynamic
+/// shapes and any other score_mod. `indexMask` says which case it was.
+static std::optional<double> meanWalkedKeys(const KernelSpec &spec,
+                                            const KernelConfig &cfg,
+                                            bool &indexMask) {
+  indexMask = false;
   int64_t lq = spec.queryLen, lk = spec.keyLen;
   if (ShapedType::isDynamic(lq) || ShapedType::isDynamic(lk) ||
       ShapedType::isDynamic(spec.batchHeads) || lq <= 0 || lk <= 0)
-    return false;
-  int64_t items = llvm::divideCeil(lq, cfg.blockM) * spec.batchHeads;
-  if (items < 2 * chip.typicalMultiprocessors * cfg.ctasPerSM)
-    return false;
+    return std::nullopt;
   if (spec.scoreMod) {
     std::optional<IndexMask> mask = kernelIndexMask(
         spec.scoreMod, spec.numBatchDims, /*classifiable=*/true);
     if (!mask || spec.hasMask())
-      return false;
+      return std::nullopt;
+    indexMask = true;
     std::optional<double> tiles =
         meanWalkedTiles(*spec.scoreMod, *mask, lq, lk, cfg.blockM, cfg.blockN,
                         spec.batchHeads - 1);
-    return tiles && *tiles * cfg.blockN <= kMaxIndexMaskKeys;
+    if (!tiles)
+      return std::nullopt;
+    return *tiles * cfg.blockN;
   }
   if (!spec.hasMask())
-    return lk <= kMaxMeanKeys;
+    return double(lk);
   // Row i sees keys up to i + offset (and at most `window` of them).
   int64_t offset = spec.mask.isBottomRight() ? lk - lq : 0;
   int64_t window = spec.mask.getWindow();
@@ -187,7 +180,46 @@ static bool persistentPays(const KernelSpec &spec, const KernelConfig &cfg,
     int64_t seen = std::clamp<int64_t>(i + offset + 1, 0, lk);
     total += window > 0 ? std::min(seen, window) : seen;
   }
-  return total <= kMaxMeanKeys * lq;
+  return double(total) / double(lq);
+}
+
+/// Whether a prefill's query blocks are short enough for the persistent grid
+/// to pay: its gain is the next item's Q and first K/V tiles loading under
+/// this item's last tiles and epilogue, which matters as much as the key
+/// loop is short. Measured (bench/NOTES runs 51, 52): +9-11 % at 1k keys
+/// per row (non-causal N = 1k, causal N = 1k), within ±4 % at causal 2k,
+/// -2..-7 % from 4k. Under a mask of the indices alone (run 62, N = 8k):
+/// +4-10 % where a block walks 512-2176 keys (chunks of 512, chunked
+/// causal, a local window of ±1024), +1 % at 2048 (chunks of 2048), -10 %
+/// at ~4.6k (prefix-LM); another score_mod was not measured. The overlap
+/// needs CTAs that walk two items or more (a grid of fewer items than twice
+/// the resident CTAs is the one-CTA-per-item grid again, plus its work
+/// counter).
+static bool persistentPays(const KernelSpec &spec, const KernelConfig &cfg,
+                           const ChipInfo &chip) {
+  constexpr int64_t kMaxMeanKeys = 1024, kMaxIndexMaskKeys = 3072;
+  bool indexMask;
+  std::optional<double> keys = meanWalkedKeys(spec, cfg, indexMask);
+  if (!keys)
+    return false;
+  int64_t items = llvm::divideCeil(spec.queryLen, cfg.blockM) * spec.batchHeads;
+  if (items < 2 * chip.typicalMultiprocessors * cfg.ctasPerSM)
+    return false;
+  return *keys <= (indexMask ? kMaxIndexMaskKeys : kMaxMeanKeys);
+}
+
+/// Whether a mask of the indices alone leaves each query block so short a
+/// walk that the deferred PV's prologue (the first tile's QKᵀ before the
+/// loop) and its lone last PV weigh more than the overlap it buys. Measured
+/// (bench/NOTES run 65, N = 8k, D = 128): defer-pv=0 is 5-8 % faster where a
+/// block walks 512-2176 keys (chunks of 512 and 2048, chunked causal, a
+/// local window of ±1024) and 5 % slower at ~4.6k (prefix-LM).
+static bool shortIndexMaskWalk(const KernelSpec &spec,
+                               const KernelConfig &cfg) {
+  constexpr int64_t kMaxShortWalkKeys = 3072;
+  bool indexMask;
+  std::optional<double> keys = meanWalkedKeys(spec, cfg, indexMask);
+  return keys && indexMask && *keys <= kMaxShortWalkKeys;
 }
 
 /// Small head dims make the softmax the larger share of the work. D, Dv <= 64
@@ -284,8 +316,10 @@ KernelConfig gpu_lowering::resolveWgmmaConfig(const GPUKernelOptions &o,
                 chip.maxDynamicSmemPerBlock;
     // With a score_mod that reads nothing per score (soft-capping, ALiBi)
     // it measured +2-5 % at D = 128; reads per score spill under it.
+    // Under a mask of the indices alone with short walks it is off.
     cfg.deferPV = (d > 64 || dv > 64) && readBytes == 0 && !cfg.overlap &&
-                  fits && (o.stages == 0 || o.stages >= 3);
+                  fits && (o.stages == 0 || o.stages >= 3) &&
+                  !(prefill && shortIndexMaskWalk(spec, cfg));
   } else {
     cfg.deferPV = o.deferPV == 1;
   }
