@@ -208,18 +208,24 @@ static bool persistentPays(const KernelSpec &spec, const KernelConfig &cfg,
   return *keys <= (indexMask ? kMaxIndexMaskKeys : kMaxMeanKeys);
 }
 
-/// Whether a mask of the indices alone leaves each query block so short a
-/// walk that the deferred PV's prologue (the first tile's QKᵀ before the
-/// loop) and its lone last PV weigh more than the overlap it buys. Measured
-/// (bench/NOTES run 65, N = 8k, D = 128): defer-pv=0 is 5-8 % faster where a
-/// block walks 512-2176 keys (chunks of 512 and 2048, chunked causal, a
-/// local window of ±1024) and 5 % slower at ~4.6k (prefix-LM).
-static bool shortIndexMaskWalk(const KernelSpec &spec,
-                               const KernelConfig &cfg) {
-  constexpr int64_t kMaxShortWalkKeys = 3072;
+/// Whether a mask leaves each query block so short a walk that the deferred
+/// PV's prologue (the first tile's QKᵀ before the loop) and its lone last PV
+/// weigh more than the overlap it buys. Measured (bench/NOTES runs 65, 66,
+/// D = 128): under a mask of the indices alone (N = 8k) defer-pv=0 is 5-8 %
+/// faster where a block walks 512-2176 keys (chunks of 512 and 2048,
+/// chunked causal, a local window of ±1024) and 5 % slower at ~4.6k
+/// (prefix-LM); under a causal mask it is 14 % faster at N = 1k (512 keys
+/// on average) and 3-4 % slower from N = 2k (1024 keys); without a mask 6 %
+/// slower at 1k keys.
+static bool shortMaskedWalk(const KernelSpec &spec, const KernelConfig &cfg) {
+  constexpr double kMaxIndexMaskKeys = 3072, kMaxStructuredMaskKeys = 768;
   bool indexMask;
   std::optional<double> keys = meanWalkedKeys(spec, cfg, indexMask);
-  return keys && indexMask && *keys <= kMaxShortWalkKeys;
+  if (!keys)
+    return false;
+  if (indexMask)
+    return *keys <= kMaxIndexMaskKeys;
+  return spec.hasMask() && *keys <= kMaxStructuredMaskKeys;
 }
 
 /// Small head dims make the softmax the larger share of the work. D, Dv <= 64
@@ -316,10 +322,10 @@ KernelConfig gpu_lowering::resolveWgmmaConfig(const GPUKernelOptions &o,
                 chip.maxDynamicSmemPerBlock;
     // With a score_mod that reads nothing per score (soft-capping, ALiBi)
     // it measured +2-5 % at D = 128; reads per score spill under it.
-    // Under a mask of the indices alone with short walks it is off.
+    // Under a mask that leaves short walks it is off.
     cfg.deferPV = (d > 64 || dv > 64) && readBytes == 0 && !cfg.overlap &&
                   fits && (o.stages == 0 || o.stages >= 3) &&
-                  !(prefill && shortIndexMaskWalk(spec, cfg));
+                  !(prefill && shortMaskedWalk(spec, cfg));
   } else {
     cfg.deferPV = o.deferPV == 1;
   }
