@@ -143,16 +143,22 @@ static int64_t perScoreReadBytes(Region &scoreMod, int64_t numIndices) {
   return bytes;
 }
 
+namespace {
 /// The keys a query block of a static-shape prefill walks, on average over
-/// the blocks: Lk without a mask; under a causal/window mask the mean over
-/// rows of the keys each sees; under a mask of the indices alone (a
-/// score_mod `kernelIndexMask` classifies, no structured mask beside it) the
-/// tiles its classification leaves a block, in keys. None for dynamic
-/// shapes and any other score_mod. `indexMask` says which case it was.
-static std::optional<double> meanWalkedKeys(const KernelSpec &spec,
-                                            const KernelConfig &cfg,
-                                            bool &indexMask) {
-  indexMask = false;
+/// the blocks, and whether a mask of the indices alone decided them.
+struct MeanWalk {
+  double keys;
+  bool indexMask;
+};
+} // namespace
+
+/// Lk without a mask; under a causal/window mask the mean over rows of the
+/// keys each sees; under a mask of the indices alone (a score_mod
+/// `kernelIndexMask` classifies, no structured mask beside it) the tiles its
+/// classification leaves a block, in keys. None for dynamic shapes and any
+/// other score_mod.
+static std::optional<MeanWalk> meanWalkedKeys(const KernelSpec &spec,
+                                              const KernelConfig &cfg) {
   int64_t lq = spec.queryLen, lk = spec.keyLen;
   if (ShapedType::isDynamic(lq) || ShapedType::isDynamic(lk) ||
       ShapedType::isDynamic(spec.batchHeads) || lq <= 0 || lk <= 0)
@@ -162,16 +168,15 @@ static std::optional<double> meanWalkedKeys(const KernelSpec &spec,
         spec.scoreMod, spec.numBatchDims, /*classifiable=*/true);
     if (!mask || spec.hasMask())
       return std::nullopt;
-    indexMask = true;
     std::optional<double> tiles =
         meanWalkedTiles(*spec.scoreMod, *mask, lq, lk, cfg.blockM, cfg.blockN,
                         spec.batchHeads - 1);
     if (!tiles)
       return std::nullopt;
-    return *tiles * cfg.blockN;
+    return MeanWalk{*tiles * cfg.blockN, /*indexMask=*/true};
   }
   if (!spec.hasMask())
-    return double(lk);
+    return MeanWalk{double(lk), /*indexMask=*/false};
   // Row i sees keys up to i + offset (and at most `window` of them).
   int64_t offset = spec.mask.isBottomRight() ? lk - lq : 0;
   int64_t window = spec.mask.getWindow();
@@ -180,7 +185,7 @@ static std::optional<double> meanWalkedKeys(const KernelSpec &spec,
     int64_t seen = std::clamp<int64_t>(i + offset + 1, 0, lk);
     total += window > 0 ? std::min(seen, window) : seen;
   }
-  return double(total) / double(lq);
+  return MeanWalk{double(total) / double(lq), /*indexMask=*/false};
 }
 
 /// Whether a prefill's query blocks are short enough for the persistent grid
@@ -196,16 +201,15 @@ static std::optional<double> meanWalkedKeys(const KernelSpec &spec,
 /// the resident CTAs is the one-CTA-per-item grid again, plus its work
 /// counter).
 static bool persistentPays(const KernelSpec &spec, const KernelConfig &cfg,
-                           const ChipInfo &chip) {
+                           const ChipInfo &chip,
+                           const std::optional<MeanWalk> &walk) {
   constexpr int64_t kMaxMeanKeys = 1024, kMaxIndexMaskKeys = 3072;
-  bool indexMask;
-  std::optional<double> keys = meanWalkedKeys(spec, cfg, indexMask);
-  if (!keys)
+  if (!walk)
     return false;
   int64_t items = llvm::divideCeil(spec.queryLen, cfg.blockM) * spec.batchHeads;
   if (items < 2 * chip.typicalMultiprocessors * cfg.ctasPerSM)
     return false;
-  return *keys <= (indexMask ? kMaxIndexMaskKeys : kMaxMeanKeys);
+  return walk->keys <= (walk->indexMask ? kMaxIndexMaskKeys : kMaxMeanKeys);
 }
 
 /// Whether a mask leaves each query block so short a walk that the deferred
@@ -217,15 +221,14 @@ static bool persistentPays(const KernelSpec &spec, const KernelConfig &cfg,
 /// (prefix-LM); under a causal mask it is 14 % faster at N = 1k (512 keys
 /// on average) and 3-4 % slower from N = 2k (1024 keys); without a mask 6 %
 /// slower at 1k keys.
-static bool shortMaskedWalk(const KernelSpec &spec, const KernelConfig &cfg) {
+static bool shortMaskedWalk(const KernelSpec &spec,
+                            const std::optional<MeanWalk> &walk) {
   constexpr double kMaxIndexMaskKeys = 3072, kMaxStructuredMaskKeys = 768;
-  bool indexMask;
-  std::optional<double> keys = meanWalkedKeys(spec, cfg, indexMask);
-  if (!keys)
+  if (!walk)
     return false;
-  if (indexMask)
-    return *keys <= kMaxIndexMaskKeys;
-  return spec.hasMask() && *keys <= kMaxStructuredMaskKeys;
+  if (walk->indexMask)
+    return walk->keys <= kMaxIndexMaskKeys;
+  return spec.hasMask() && walk->keys <= kMaxStructuredMaskKeys;
 }
 
 /// Small head dims make the softmax the larger share of the work. D, Dv <= 64
@@ -302,8 +305,13 @@ KernelConfig gpu_lowering::resolveWgmmaConfig(const GPUKernelOptions &o,
   }
   cfg.ctasPerSM = o.ctasPerSM ? o.ctasPerSM
                               : cfg.consumerWarpgroups == 1 ? 2 : 1;
+  // The walks decide both automatic choices below; classifying an index
+  // mask's tiles is compile time worth doing once.
+  std::optional<MeanWalk> walk;
+  if (prefill && (o.persistent == -1 || o.deferPV < 0))
+    walk = meanWalkedKeys(spec, cfg);
   if (prefill && o.persistent == -1)
-    cfg.persistent = persistentPays(spec, cfg, chip);
+    cfg.persistent = persistentPays(spec, cfg, chip, walk);
   if (cfg.consumerRegs > 0 && cfg.producerRegs > 0) {
     int64_t budget =
         chip.registersPerSM / (128 * cfg.ctasPerSM) - cfg.producerRegs;
@@ -325,7 +333,7 @@ KernelConfig gpu_lowering::resolveWgmmaConfig(const GPUKernelOptions &o,
     // Under a mask that leaves short walks it is off.
     cfg.deferPV = (d > 64 || dv > 64) && readBytes == 0 && !cfg.overlap &&
                   fits && (o.stages == 0 || o.stages >= 3) &&
-                  !(prefill && shortMaskedWalk(spec, cfg));
+                  !shortMaskedWalk(spec, walk);
   } else {
     cfg.deferPV = o.deferPV == 1;
   }
