@@ -32,8 +32,9 @@
 // CHECK: llvm.atomicrmw add
 // CHECK-NOT: gpu.func @combine(
 // PTX-LABEL: .entry kernel(
-// PTX-COUNT-34: cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+// The consumers' branch comes first, then the producer's.
 // PTX: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16
+// PTX-COUNT-34: cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
 // PTX-NOT: mma.sync
 // PTX-NOT: .entry combine(
 func.func @decode_paged(%q: memref<4x32x1x128xbf16>, %kc: memref<300x48x8x128xbf16>,

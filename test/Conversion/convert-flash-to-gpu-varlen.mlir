@@ -28,7 +28,7 @@
 // CHECK: arith.cmpi sge, %[[SCAN]]#1, %c0
 // CHECK: memref.load %[[CQ]][%[[SCAN]]#1] : memref<?xi32>
 // CHECK: memref.load %[[CK]][%[[SCAN]]#1] : memref<?xi32>
-// CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %{{.*}}, %{{.*}}, box[%c0_i32, %{{.*}}, %{{.*}}]
+// CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %{{.*}}, %{{.*}}, box[%c0_i32{{[_0-9]*}}, %{{.*}}, %{{.*}}]
 
 // MMA-LABEL: func.func @prefill_varlen
 // MMA: %[[CUQ:.*]] = memref.cast %{{.*}} : memref<5xi32> to memref<?xi32>

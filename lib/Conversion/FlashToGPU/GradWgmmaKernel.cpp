@@ -102,11 +102,14 @@ static Value mul(ImplicitLocOpBuilder &b, Value x, int64_t c) {
 /// loop-invariant, and hoisted they would hold dozens of 64-bit registers
 /// for the whole walk; recomputed, each is one add before its wgmma.
 static Value opaque(ImplicitLocOpBuilder &b, Value v) {
+  StringRef constraints =
+      v.getType().getIntOrFloatBitWidth() == 64 ? "=l,0" : "=r,0";
   return LLVM::InlineAsmOp::create(
-             b, v.getType(), ValueRange{v}, "", "=l,0",
+             b, v.getType(), ValueRange{v}, "", constraints,
              /*has_side_effects=*/true, /*is_align_stack=*/false,
              LLVM::tailcallkind::TailCallKind::None,
-             LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
+             LLVM::AsmDialectAttr::get(b.getContext(),
+                                       LLVM::AsmDialect::AD_ATT),
              ArrayAttr())
       .getResult(0);
 }
@@ -116,13 +119,14 @@ static Value loopLocal(ImplicitLocOpBuilder &b, Value idx) {
   return arith::IndexCastOp::create(b, b.getIndexType(),
                                     opaque(b, toI64(b, idx)));
 }
-static Value descPlus(ImplicitLocOpBuilder &b, Value desc, int64_t bytes) {
-  return bytes ? LLVM::AddOp::create(b, desc, constI64(b, bytes / 16))
-               : desc;
+static WgmmaDesc opaque(ImplicitLocOpBuilder &b, const WgmmaDesc &d) {
+  return {opaque(b, d.lo), d.hi};
 }
-static Value descPlus(ImplicitLocOpBuilder &b, Value desc, Value bytes) {
-  return LLVM::AddOp::create(
-      b, desc, toI64(b, arith::DivUIOp::create(b, bytes, constIdx(b, 16))));
+/// `desc` `bytes` (an index, a multiple of 16) further on.
+static WgmmaDesc descPlus(ImplicitLocOpBuilder &b, const WgmmaDesc &desc,
+                          Value bytes) {
+  return desc.plusUnits(
+      b, toI32(b, arith::DivUIOp::create(b, bytes, constIdx(b, 16))));
 }
 /// Element `i` of the thread's fragment (query column 8·(i/4) + i%2, key
 /// row half (i%4)/2) of each staged capture, indexed by capture (null where
@@ -275,7 +279,7 @@ gpu::GPUFuncOp gpu_lowering::buildGradWgmmaKernel(OpBuilder &ob, Location loc,
   }
   gpu::BarrierOp::create(b);
 
-  Value wg = arith::DivUIOp::create(b, tid, constIdx(b, 128));
+  Value wg = uniformWarpgroupIndex(b, tid);
   auto roles = scf::IfOp::create(
       b, arith::CmpIOp::create(b, arith::CmpIPredicate::eq, wg, zero),
       /*withElse=*/true);
@@ -385,14 +389,14 @@ gpu::GPUFuncOp gpu_lowering::buildGradWgmmaKernel(OpBuilder &ob, Location loc,
   // advance 32 B per k16 inside a panel, panels rows·128 B apart; MN-major
   // operands (dO, Q as B of dV / dK; dSᵀ as A and K as B of dQ) advance 16
   // rows (2 KiB) per k16, their panels rows·128 B apart.
-  Value kA = descPlus(b, wgmmaDescriptor(b, at(b, L.k), Bc * 128, 1024),
-                      mul(b, c, kGradWgKeys * 128));
-  Value vA = descPlus(b, wgmmaDescriptor(b, at(b, L.v), Bc * 128, 1024),
-                      mul(b, c, kGradWgKeys * 128));
-  Value qDesc = wgmmaDescriptor(b, at(b, L.q), Br * 128, 1024);
-  Value doDesc = wgmmaDescriptor(b, at(b, L.dO), Br * 128, 1024);
-  Value dsDesc = wgmmaDescriptor(b, at(b, L.ds), Bc * 128, 1024);
-  Value kB = wgmmaDescriptor(b, at(b, L.k), Bc * 128, 1024);
+  WgmmaDesc kA = descPlus(b, wgmmaDescriptor(b, at(b, L.k), Bc * 128, 1024),
+                          mul(b, c, kGradWgKeys * 128));
+  WgmmaDesc vA = descPlus(b, wgmmaDescriptor(b, at(b, L.v), Bc * 128, 1024),
+                          mul(b, c, kGradWgKeys * 128));
+  WgmmaDesc qDesc = wgmmaDescriptor(b, at(b, L.q), Br * 128, 1024);
+  WgmmaDesc doDesc = wgmmaDescriptor(b, at(b, L.dO), Br * 128, 1024);
+  WgmmaDesc dsDesc = wgmmaDescriptor(b, at(b, L.ds), Bc * 128, 1024);
+  WgmmaDesc kB = wgmmaDescriptor(b, at(b, L.k), Bc * 128, 1024);
   // This warpgroup's share of dQ: rows dqRow0 + [0, 64) of the block,
   // columns dqCol0 + [0, share.cols).
   Value dqRow0 = share.splitRows ? mul(b, c, 64) : zero;
@@ -450,18 +454,19 @@ gpu::GPUFuncOp gpu_lowering::buildGradWgmmaKernel(OpBuilder &ob, Location loc,
     Value bh, q0; // captured below: not a binding
     std::tie(bh, q0) = stepBlock(b, it);
     mbarWait(b, at(b, L.qFull(0), mul(b, st, 8)), parity);
-    Value qSt = descPlus(b, opaque(b, qDesc), mul(b, st, L.qStage));
-    Value doSt = descPlus(b, opaque(b, doDesc), mul(b, st, L.doStage));
+    WgmmaDesc qSt = descPlus(b, opaque(b, qDesc), mul(b, st, L.qStage));
+    WgmmaDesc doSt = descPlus(b, opaque(b, doDesc), mul(b, st, L.doStage));
 
     // Sᵀ = K Qᵀ and dPᵀ = V dOᵀ over D and Dv.
     wgmmaFence(b);
-    auto scores = [&](Value a, Value bDesc, int64_t width) {
+    auto scores = [&](const WgmmaDesc &a, const WgmmaDesc &bDesc,
+                      int64_t width) {
       Value acc = LLVM::UndefOp::create(b, sType);
       for (int64_t kk = 0; kk < width / 16; ++kk) {
         int64_t p = kk / 4, w = kk % 4;
-        acc = wgmmaSS(b, acc, descPlus(b, a, p * Bc * 128 + 32 * w),
-                      descPlus(b, bDesc, p * Br * 128 + 32 * w), Br, elem,
-                      /*accumulate=*/kk > 0);
+        WgmmaDesc ak = a.plus(b, p * Bc * 128 + 32 * w);
+        WgmmaDesc bk = bDesc.plus(b, p * Br * 128 + 32 * w);
+        acc = wgmmaSS(b, acc, ak, bk, Br, elem, /*accumulate=*/kk > 0);
       }
       return acc;
     };
@@ -538,9 +543,9 @@ gpu::GPUFuncOp gpu_lowering::buildGradWgmmaKernel(OpBuilder &ob, Location loc,
     wgmmaFence(b);
     for (int64_t kb = 0; kb < Br / 16; ++kb) {
       dV = wgmmaRS(b, dV, ArrayRef<Value>(pA).slice(4 * kb, 4),
-                   descPlus(b, doSt, kb * 16 * 128), Dv, elem);
+                   doSt.plus(b, kb * 16 * 128), Dv, elem);
       dK = wgmmaRS(b, dK, ArrayRef<Value>(dsA).slice(4 * kb, 4),
-                   descPlus(b, qSt, kb * 16 * 128), D, elem);
+                   qSt.plus(b, kb * 16 * 128), D, elem);
     }
     NVVM::WgmmaGroupSyncAlignedOp::create(b);
     // The warpgroup's staged boxes are read (into P and dS): its dSᵀ may
@@ -585,13 +590,15 @@ gpu::GPUFuncOp gpu_lowering::buildGradWgmmaKernel(OpBuilder &ob, Location loc,
     // dQ = dS K: A = dSᵀ read transposed, B = K MN-major.
     wgmmaFence(b);
     Value dqAccum = LLVM::UndefOp::create(b, dqType);
-    Value dsSt = descPlus(b, opaque(b, dsDesc), mul(b, st, L.dsStage));
-    Value kBi = opaque(b, kB);
-    for (int64_t kb = 0; kb < Bc / 16; ++kb)
-      dqAccum = wgmmaSS(b, dqAccum, descPlus(b, dsSt, kb * 16 * 128),
-                        descPlus(b, kBi, kb * 16 * 128), share.cols, elem,
+    WgmmaDesc dsSt = descPlus(b, opaque(b, dsDesc), mul(b, st, L.dsStage));
+    WgmmaDesc kBi = opaque(b, kB);
+    for (int64_t kb = 0; kb < Bc / 16; ++kb) {
+      WgmmaDesc a = dsSt.plus(b, kb * 16 * 128);
+      WgmmaDesc bk = kBi.plus(b, kb * 16 * 128);
+      dqAccum = wgmmaSS(b, dqAccum, a, bk, share.cols, elem,
                         /*accumulate=*/kb > 0, /*transA=*/true,
                         /*transB=*/true);
+    }
     NVVM::WgmmaGroupSyncAlignedOp::create(b);
     NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
     dqAccum = fenceRegisters(b, dqAccum);

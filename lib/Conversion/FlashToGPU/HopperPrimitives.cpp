@@ -2,6 +2,7 @@
 #include "HopperPrimitives.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 
 using namespace mlir;
@@ -70,16 +71,42 @@ void gpu_lowering::tmaLoad(ImplicitLocOpBuilder &b, Value dst, Value desc,
       NVVM::CTAGroupKindAttr(), Value());
 }
 
+Value gpu_lowering::uniformWarpgroupIndex(ImplicitLocOpBuilder &b, Value tid) {
+  Value wg = toI32(b, arith::DivUIOp::create(b, tid, constIdx(b, 128)));
+  Value uniform = gpu::ShuffleOp::create(b, wg, constI32(b, 0), constI32(b, 32),
+                                         gpu::ShuffleMode::IDX)
+                      .getShuffleResult();
+  return arith::IndexCastUIOp::create(b, b.getIndexType(), uniform);
+}
+
 // Matrix descriptor bits: [0,14) address >> 4, [16,30) leading byte offset
 // >> 4, [32,46) stride byte offset >> 4, [62,64) swizzle (1 = 128 B).
-Value gpu_lowering::wgmmaDescriptor(ImplicitLocOpBuilder &b, Value ptr,
-                                    int64_t lboBytes, int64_t sboBytes) {
-  Value addr = LLVM::PtrToIntOp::create(b, b.getI64Type(), ptr);
-  Value masked = LLVM::AndOp::create(b, addr, constI64(b, 0x3FFFF));
-  Value lo = LLVM::LShrOp::create(b, masked, constI64(b, 4));
-  uint64_t hi = (uint64_t((lboBytes >> 4) & 0x3FFF) << 16) |
-                (uint64_t((sboBytes >> 4) & 0x3FFF) << 32) | (1ull << 62);
-  return LLVM::OrOp::create(b, lo, constI64(b, static_cast<int64_t>(hi)));
+WgmmaDesc gpu_lowering::wgmmaDescriptor(ImplicitLocOpBuilder &b, Value ptr,
+                                        int64_t lboBytes, int64_t sboBytes) {
+  Value addr = sharedAddress32(b, ptr);
+  Value masked = arith::AndIOp::create(b, addr, constI32(b, 0x3FFFF));
+  Value field = arith::ShRUIOp::create(b, masked, constI32(b, 4));
+  uint32_t lbo = uint32_t((lboBytes >> 4) & 0x3FFF) << 16;
+  WgmmaDesc d;
+  d.lo = arith::OrIOp::create(b, field, constI32(b, lbo));
+  d.hi = uint32_t((sboBytes >> 4) & 0x3FFF) | (1u << 30);
+  return d;
+}
+
+WgmmaDesc WgmmaDesc::plus(ImplicitLocOpBuilder &b, int64_t bytes) const {
+  if (bytes == 0)
+    return *this;
+  return {arith::AddIOp::create(b, lo, constI32(b, bytes / 16)), hi};
+}
+
+WgmmaDesc WgmmaDesc::plusUnits(ImplicitLocOpBuilder &b, Value unitsI32) const {
+  return {arith::AddIOp::create(b, lo, unitsI32), hi};
+}
+
+Value WgmmaDesc::value(ImplicitLocOpBuilder &b) const {
+  Value wide = arith::ExtUIOp::create(b, b.getI64Type(), lo);
+  return arith::OrIOp::create(
+      b, wide, constI64(b, static_cast<int64_t>(uint64_t(hi) << 32)));
 }
 
 LLVM::LLVMStructType gpu_lowering::accType(MLIRContext *ctx, int64_t n) {
@@ -91,15 +118,17 @@ static NVVM::WGMMATypes wgmmaType(Type t) {
   return t.isBF16() ? NVVM::WGMMATypes::bf16 : NVVM::WGMMATypes::f16;
 }
 
-Value gpu_lowering::wgmmaSS(ImplicitLocOpBuilder &b, Value acc, Value descA,
-                            Value descB, int64_t n, Type elemType,
-                            bool accumulate, bool transA, bool transB) {
+Value gpu_lowering::wgmmaSS(ImplicitLocOpBuilder &b, Value acc,
+                            const WgmmaDesc &descA, const WgmmaDesc &descB,
+                            int64_t n, Type elemType, bool accumulate,
+                            bool transA, bool transB) {
   MLIRContext *ctx = b.getContext();
   auto t = NVVM::WGMMATypesAttr::get(ctx, wgmmaType(elemType));
+  Value a = descA.value(b);
+  Value bd = descB.value(b);
   return NVVM::WgmmaMmaAsyncOp::create(
-      b, acc.getType(), acc, descA, descB,
-      NVVM::MMAShapeAttr::get(ctx, 64, n, 16), t, t,
-      NVVM::WGMMATypesAttr::get(ctx, NVVM::WGMMATypes::f32),
+      b, acc.getType(), acc, a, bd, NVVM::MMAShapeAttr::get(ctx, 64, n, 16), t,
+      t, NVVM::WGMMATypesAttr::get(ctx, NVVM::WGMMATypes::f32),
       NVVM::WGMMAScaleOutAttr::get(ctx, accumulate ? NVVM::WGMMAScaleOut::one
                                                    : NVVM::WGMMAScaleOut::zero),
       NVVM::WGMMAScaleInAttr::get(ctx, NVVM::WGMMAScaleIn::one),
@@ -113,8 +142,8 @@ Value gpu_lowering::wgmmaSS(ImplicitLocOpBuilder &b, Value acc, Value descA,
 }
 
 Value gpu_lowering::wgmmaRS(ImplicitLocOpBuilder &b, Value acc,
-                            ArrayRef<Value> aRegs, Value descB, int64_t n,
-                            Type elemType) {
+                            ArrayRef<Value> aRegs, const WgmmaDesc &descB,
+                            int64_t n, Type elemType) {
   int64_t nAcc = n / 2;
   std::string ty = elemType.isBF16() ? "bf16" : "f16";
   std::string asmStr = "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
@@ -140,7 +169,7 @@ Value gpu_lowering::wgmmaRS(ImplicitLocOpBuilder &b, Value acc,
   for (int64_t i = 0; i < nAcc; ++i)
     operands.push_back(LLVM::ExtractValueOp::create(b, acc, i));
   operands.append(aRegs.begin(), aRegs.end());
-  operands.push_back(descB);
+  operands.push_back(descB.value(b));
   return LLVM::InlineAsmOp::create(
              b, acc.getType(), operands, asmStr, cons,
              /*has_side_effects=*/true, /*is_align_stack=*/false,

@@ -32,21 +32,44 @@ void mbarArriveExpectTx(ImplicitLocOpBuilder &b, Value bar, int64_t bytes);
 void tmaLoad(ImplicitLocOpBuilder &b, Value dst, Value desc,
              ArrayRef<Value> coords, Value bar);
 
-/// wgmma shared-memory matrix descriptor for a 128B-swizzled tile at `ptr`
-/// (lbo/sbo in bytes).
-Value wgmmaDescriptor(ImplicitLocOpBuilder &b, Value ptr, int64_t lboBytes,
-                      int64_t sboBytes);
+/// tid / 128 (index) broadcast from lane 0: the same value, but one that
+/// ptxas knows is warp-uniform, so the descriptors and shared-memory
+/// offsets derived from it stay in uniform registers.
+Value uniformWarpgroupIndex(ImplicitLocOpBuilder &b, Value tid);
+
+/// A wgmma shared-memory matrix descriptor for a 128B-swizzled tile, kept
+/// as its two 32-bit words. Only the low word (start address >> 4, leading
+/// byte offset) moves with the tile, slot and k16 step; the high word
+/// (stride byte offset, swizzle) is a constant. Offsets are 32-bit adds to
+/// the low word, which ptxas keeps in uniform registers where the address
+/// is warp-uniform: built as one 64-bit value, every wgmma paid a 64-bit
+/// add with carry and two moves into uniform registers (a quarter of the
+/// tile loop's instructions, bench/NOTES run 68). The 14-bit address field
+/// never carries into the next: shared memory ends below 2^18 bytes.
+struct WgmmaDesc {
+  Value lo;        // i32
+  uint32_t hi = 0; // the constant high word
+  /// The descriptor of the tile `bytes` (a multiple of 16) further on.
+  WgmmaDesc plus(ImplicitLocOpBuilder &b, int64_t bytes) const;
+  /// The same with an i32 count of 16-byte units.
+  WgmmaDesc plusUnits(ImplicitLocOpBuilder &b, Value unitsI32) const;
+  /// The i64 the wgmma instruction takes.
+  Value value(ImplicitLocOpBuilder &b) const;
+};
+/// The descriptor of the tile at `ptr` (lbo/sbo in bytes).
+WgmmaDesc wgmmaDescriptor(ImplicitLocOpBuilder &b, Value ptr, int64_t lboBytes,
+                          int64_t sboBytes);
 /// An accumulator of m64nN f32: a struct of N/2 f32 per thread.
 LLVM::LLVMStructType accType(MLIRContext *ctx, int64_t n);
 /// acc (+)= A·B with A and B in shared memory (m64nNk16), K-major unless
 /// transposed (MN-major: A stored [k][m], B stored [k][n]).
-Value wgmmaSS(ImplicitLocOpBuilder &b, Value acc, Value descA, Value descB,
-              int64_t n, Type elemType, bool accumulate, bool transA = false,
-              bool transB = false);
+Value wgmmaSS(ImplicitLocOpBuilder &b, Value acc, const WgmmaDesc &descA,
+              const WgmmaDesc &descB, int64_t n, Type elemType, bool accumulate,
+              bool transA = false, bool transB = false);
 /// acc += A·B with A in registers (four packed i32) and B MN-major in shared
 /// memory (m64nNk16). NVVM has no op for register A, so this is inline PTX.
 Value wgmmaRS(ImplicitLocOpBuilder &b, Value acc, ArrayRef<Value> aRegs,
-              Value descB, int64_t n, Type elemType);
+              const WgmmaDesc &descB, int64_t n, Type elemType);
 void wgmmaFence(ImplicitLocOpBuilder &b);
 /// One PTX statement with side effects, for the instructions NVVM has no op
 /// for (bulk copies and reductions, proxy fences).

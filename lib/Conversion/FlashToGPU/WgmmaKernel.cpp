@@ -94,11 +94,31 @@ static Value idxMul(ImplicitLocOpBuilder &b, Value x, int64_t c) {
   return arith::MulIOp::create(b, x, constIdx(b, c));
 }
 
-/// Byte offset (i64) of stage `s` (index) plus a constant.
-static Value stageOffset(ImplicitLocOpBuilder &b, KernelEnv &env, Value s,
-                         int64_t stride, int64_t base) {
-  Value off = toI64(b, idxMul(b, s, stride));
-  return arith::AddIOp::create(b, off, constI64(b, base));
+/// Tile t's place in the K/V ring both roles walk: its slot and how many
+/// times the ring wrapped before it (i32). Counted in 32 bits: the remainder
+/// and quotient by a stage count that is no power of two are a multiply-high
+/// each there, where 64-bit ones cost a dozen multiplies on every use in the
+/// tile loop (bench/NOTES run 68). A CTA walks far fewer than 2^32 tiles.
+namespace {
+struct RingPos {
+  Value slot, round;
+};
+} // namespace
+static RingPos ringPos(ImplicitLocOpBuilder &b, KernelEnv &env, Value t) {
+  Value i = idxAdd(b, arith::SubIOp::create(b, t, env.tBegin), env.tileBase);
+  Value i32 = toI32(b, i);
+  Value stages = constI32(b, env.cfg.stages);
+  Value slot = arith::RemUIOp::create(b, i32, stages);
+  Value round = arith::DivUIOp::create(b, i32, stages);
+  return {slot, round};
+}
+
+/// Byte offset (i64) of stage `slot` (i32) plus a constant.
+static Value stageOffset(ImplicitLocOpBuilder &b, Value slot, int64_t stride,
+                         int64_t base) {
+  Value off = arith::MulIOp::create(b, slot, constI32(b, stride));
+  off = arith::AddIOp::create(b, off, constI32(b, base));
+  return arith::ExtUIOp::create(b, b.getI64Type(), off);
 }
 
 /// Row `token` of a paged pool for key j of this CTA's sequence: row j mod
@@ -195,9 +215,7 @@ static void buildProducer(ImplicitLocOpBuilder &b, KernelEnv &env) {
   OpBuilder::InsertionGuard g(b);
   b.setInsertionPointToStart(loop.getBody());
   Value t = loop.getInductionVar();
-  Value i = idxAdd(b, arith::SubIOp::create(b, t, env.tBegin), env.tileBase);
-  Value s = arith::RemUIOp::create(b, i, constIdx(b, S));
-  Value n = arith::DivUIOp::create(b, i, constIdx(b, S));
+  auto [s, n] = ringPos(b, env, t);
   Value row = idxMul(b, env.keyTile(b, t), cfg.blockN);
   // A paged tile is boxes of `box` keys, each from its own page. The table
   // reads are issued before the wait for the slot, which hides them.
@@ -206,24 +224,22 @@ static void buildProducer(ImplicitLocOpBuilder &b, KernelEnv &env) {
   if (spec.pageSize > 0)
     for (int64_t k = 0; k < cfg.blockN / box; ++k)
       tokens.push_back(pagedToken(b, env, idxAdd(b, row, constIdx(b, k * box))));
-  Value full = smemOffset(b, env.tiles,
-                          stageOffset(b, env, s, 8, L.kvFullOff(0)));
-  Value empty = smemOffset(b, env.tiles,
-                           stageOffset(b, env, s, 8, L.kvEmptyOff(0, S)));
+  Value full = smemOffset(b, env.tiles, stageOffset(b, s, 8, L.kvFullOff(0)));
+  Value empty =
+      smemOffset(b, env.tiles, stageOffset(b, s, 8, L.kvEmptyOff(0, S)));
   // Slot reuse: wait until the consumers released the previous fill.
-  Value reuse = arith::CmpIOp::create(b, arith::CmpIPredicate::uge, i,
-                                      constIdx(b, S));
+  Value reuse =
+      arith::CmpIOp::create(b, arith::CmpIPredicate::ugt, n, constI32(b, 0));
   auto ifReuse = scf::IfOp::create(b, reuse, /*withElse=*/false);
   {
     OpBuilder::InsertionGuard g2(b);
     b.setInsertionPointToStart(ifReuse.thenBlock());
-    Value prev = arith::AddIOp::create(b, n, constIdx(b, 1));
-    Value parity = arith::RemUIOp::create(b, prev, constIdx(b, 2));
-    mbarWait(b, empty, toI32(b, parity));
+    Value prev = arith::AddIOp::create(b, n, constI32(b, 1));
+    mbarWait(b, empty, arith::RemUIOp::create(b, prev, constI32(b, 2)));
   }
   mbarArriveExpectTx(b, full, L.kBytes + L.vBytes + L.captureBytes);
   Value kBase =
-      smemOffset(b, env.tiles, stageOffset(b, env, s, L.stageBytes, L.kOff(0)));
+      smemOffset(b, env.tiles, stageOffset(b, s, L.stageBytes, L.kOff(0)));
   Value vBase = smemOffset(b, kBase, L.kBytes);
   auto loadTile = [&](Value base, Value tma, int64_t panels) {
     for (int64_t p = 0; p < panels; ++p) {
@@ -318,7 +334,6 @@ private:
   void rescale(SmallVector<Value> &O, std::array<Value, 2> alpha);
   SmallVector<Value> extract(Value acc);
   void fenceAll(SmallVector<Value> &O);
-  Value descAt(Value d, int64_t units);
   void waitTurn();
   void passTurn();
 
@@ -353,7 +368,7 @@ private:
   // The batch indices of each row's query head, as the score_mod reads
   // them: the item's, or with packed heads each row's own.
   SmallVector<Value> rowBatchIdx[2];
-  Value qDesc0, kDesc0, vDesc0;
+  WgmmaDesc qDesc0, kDesc0, vDesc0;
   Value negInf, fzero, one;
   Value wgRowLo, wgRowHi, diagOff;
   // Per staged capture (spec.staged's order): stagedChunkOffsets.
@@ -502,25 +517,15 @@ void WgmmaConsumer::releaseQAfter(Value t) {
   releaseQ();
 }
 
-Value WgmmaConsumer::descAt(Value d, int64_t units) {
-  if (units == 0)
-    return d;
-  return LLVM::AddOp::create(b, d, constI64(b, units));
-}
-
-/// Slot of tile t and the parity of its fill.
+/// Slot of tile t (i32) and the parity of its fill.
 std::pair<Value, Value> WgmmaConsumer::slotOf(Value t) {
-  Value i = idxAdd(b, arith::SubIOp::create(b, t, env.tBegin), env.tileBase);
-  Value s = arith::RemUIOp::create(b, i, constIdx(b, S));
-  Value n = arith::DivUIOp::create(b, i, constIdx(b, S));
-  return std::make_pair(s,
-                        toI32(b, arith::RemUIOp::create(b, n, constIdx(b, 2))));
+  auto [s, n] = ringPos(b, env, t);
+  return std::make_pair(s, arith::RemUIOp::create(b, n, constI32(b, 2)));
 }
 
 Value WgmmaConsumer::waitFull(Value t) {
   auto [s, parity] = slotOf(t);
-  mbarWait(b,
-           smemOffset(b, env.tiles, stageOffset(b, env, s, 8, L.kvFullOff(0))),
+  mbarWait(b, smemOffset(b, env.tiles, stageOffset(b, s, 8, L.kvFullOff(0))),
            parity);
   if (spec.varlen || spec.pageSize > 0)
     zeroValueTail(t, s);
@@ -544,8 +549,8 @@ void WgmmaConsumer::zeroValueTail(Value t, Value s) {
   auto ifTail = scf::IfOp::create(b, crosses, /*withElse=*/false);
   OpBuilder::InsertionGuard g(b);
   b.setInsertionPointToStart(ifTail.thenBlock());
-  Value vBase = smemOffset(
-      b, env.tiles, stageOffset(b, env, s, L.stageBytes, L.vOff(0)));
+  Value vBase =
+      smemOffset(b, env.tiles, stageOffset(b, s, L.stageBytes, L.vOff(0)));
   Value perPanel =
       idxMul(b, arith::SubIOp::create(b, constIdx(b, BN), live), 8);
   Value total = idxMul(b, perPanel, Dv / 64);
@@ -579,20 +584,21 @@ void WgmmaConsumer::release(Value t) {
   auto ifLane0 = scf::IfOp::create(b, lane0, /*withElse=*/false);
   OpBuilder::InsertionGuard g(b);
   b.setInsertionPointToStart(ifLane0.thenBlock());
-  mbarArrive(b, smemOffset(b, env.tiles,
-                           stageOffset(b, env, s, 8, L.kvEmptyOff(0, S))));
+  mbarArrive(
+      b, smemOffset(b, env.tiles, stageOffset(b, s, 8, L.kvEmptyOff(0, S))));
 }
 
 /// S = Q K_tᵀ, issued and committed, not waited for.
 Value WgmmaConsumer::issueQK(Value s) {
-  Value stageUnits = toI64(b, idxMul(b, s, L.stageBytes / 16));
-  Value kd = LLVM::AddOp::create(b, kDesc0, stageUnits);
+  Value stageUnits =
+      arith::MulIOp::create(b, s, constI32(b, L.stageBytes / 16));
+  WgmmaDesc kd = kDesc0.plusUnits(b, stageUnits);
   wgmmaFence(b);
   Value acc = LLVM::UndefOp::create(b, sType);
   for (int64_t kk = 0; kk < D / 16; ++kk) {
     int64_t p = kk / 4, w = kk % 4;
-    Value a = descAt(qDesc0, p * BM * 128 / 16 + 2 * w);
-    Value bd = descAt(kd, p * BN * 128 / 16 + 2 * w);
+    WgmmaDesc a = qDesc0.plus(b, p * BM * 128 + 32 * w);
+    WgmmaDesc bd = kd.plus(b, p * BN * 128 + 32 * w);
     acc = wgmmaSS(b, acc, a, bd, BN, elem, /*accumulate=*/kk > 0);
   }
   NVVM::WgmmaGroupSyncAlignedOp::create(b);
@@ -602,12 +608,13 @@ Value WgmmaConsumer::issueQK(Value s) {
 /// O += P V_t, issued and committed, not waited for.
 void WgmmaConsumer::issuePV(SmallVector<Value> &O, ArrayRef<Value> aRegs,
                             Value s) {
-  Value stageUnits = toI64(b, idxMul(b, s, L.stageBytes / 16));
-  Value vd = LLVM::AddOp::create(b, vDesc0, stageUnits);
+  Value stageUnits =
+      arith::MulIOp::create(b, s, constI32(b, L.stageBytes / 16));
+  WgmmaDesc vd = vDesc0.plusUnits(b, stageUnits);
   wgmmaFence(b);
   for (int64_t kb = 0; kb < BN / 16; ++kb)
     for (int64_t k = 0; k < chunks; ++k) {
-      Value d = descAt(vd, kb * 16 * 128 / 16 + k * BN * 128 / 16);
+      WgmmaDesc d = vd.plus(b, kb * 16 * 128 + k * BN * 128);
       O[k] = wgmmaRS(b, O[k], aRegs.slice(4 * kb, 4), d, chunkN, elem);
     }
   NVVM::WgmmaGroupSyncAlignedOp::create(b);
@@ -622,8 +629,8 @@ WgmmaConsumer::TileScores WgmmaConsumer::tileScores(Value t) {
   StagedTiles staged;
   if (!spec.staged.empty()) {
     Value s = slotOf(t).first;
-    Value kBase = smemOffset(b, env.tiles,
-                             stageOffset(b, env, s, L.stageBytes, L.kOff(0)));
+    Value kBase =
+        smemOffset(b, env.tiles, stageOffset(b, s, L.stageBytes, L.kOff(0)));
     staged.chunk.resize(spec.captureTypes.size());
     staged.panelBytes.resize(spec.captureTypes.size());
     for (auto [i, c] : llvm::enumerate(spec.staged)) {
@@ -1399,7 +1406,7 @@ gpu::GPUFuncOp gpu_lowering::buildWgmmaKernel(OpBuilder &ob, Location loc,
   }
   gpu::BarrierOp::create(b);
 
-  Value wg = arith::DivUIOp::create(b, env.tid, constIdx(b, 128));
+  Value wg = uniformWarpgroupIndex(b, env.tid);
   Value isProducer =
       arith::CmpIOp::create(b, arith::CmpIPredicate::eq, wg, constIdx(b, 0));
   auto roles = scf::IfOp::create(b, isProducer, /*withElse=*/true);
