@@ -62,12 +62,14 @@ gpu_lowering::onlineSoftmaxStep(ImplicitLocOpBuilder &b,
   // keep raw scores, take the max on them and fold scale·log2(e) into one
   // FMA per element, p = 2^(s·c − m).
   bool raw = !ctx.scoreMod && scale > 0;
+  RowKeys keys[2];
+  if (ctx.needsMask)
+    for (int64_t h = 0; h < 2; ++h)
+      keys[h] = ctx.keysOf(b, ctx.rowIdx[h]);
   if (raw) {
     if (ctx.needsMask)
       for (int64_t i = 0, e = s.size(); i < e; ++i) {
-        Value c = arith::AddIOp::create(b, ctx.colBase, ctx.laneCol);
-        c = arith::AddIOp::create(b, c, constIdx(b, Layout::column(i)));
-        Value ok = ctx.allowed(b, ctx.rowIdx[Layout::rowHalf(i)], c);
+        Value ok = keys[Layout::rowHalf(i)].admits(b, Layout::column(i));
         s[i] = arith::SelectOp::create(b, ok, s[i], negInf);
       }
     std::array<Value, 2> alpha;
@@ -108,7 +110,7 @@ gpu_lowering::onlineSoftmaxStep(ImplicitLocOpBuilder &b,
     Value &v = s[i];
     int64_t h = Layout::rowHalf(i);
     Value col;
-    if (ctx.needsMask || ctx.scoreMod) {
+    if (ctx.scoreMod) {
       Value c = arith::AddIOp::create(b, ctx.colBase, ctx.laneCol);
       col = arith::AddIOp::create(b, c, constIdx(b, Layout::column(i)));
     }
@@ -121,7 +123,7 @@ gpu_lowering::onlineSoftmaxStep(ImplicitLocOpBuilder &b,
       x = arith::MulFOp::create(b, v, scaleLog2);
     }
     if (ctx.needsMask) {
-      Value ok = ctx.allowed(b, ctx.rowIdx[h], col);
+      Value ok = keys[h].admits(b, Layout::column(i));
       x = arith::SelectOp::create(b, ok, x, negInf);
     }
     v = x;

@@ -333,6 +333,41 @@ Value gpu_lowering::scoreAllowed(ImplicitLocOpBuilder &b, MaskAttr mask,
   return ok;
 }
 
+RowKeys gpu_lowering::rowKeys(ImplicitLocOpBuilder &b, MaskAttr mask, Value row,
+                              Value base, Value lq, Value lk) {
+  // Clamped to [-1, 2^30] (lo to [0, 2^30]), the bounds fit i32 and still
+  // decide every k of a tile.
+  auto rel = [&](Value col, int64_t floor) {
+    Value r = arith::SubIOp::create(b, col, base);
+    r = arith::MaxSIOp::create(b, r, constIdx(b, floor));
+    r = arith::MinSIOp::create(b, r, constIdx(b, int64_t(1) << 30));
+    return toI32(b, r);
+  };
+  Value hi = arith::SubIOp::create(b, lk, constIdx(b, 1));
+  RowKeys keys;
+  if (mask && !mask.isNone()) {
+    // The mask's diagonal and window edge, as buildMaskPredicate has them.
+    Value diag = row;
+    if (mask.isBottomRight())
+      diag = arith::AddIOp::create(b, row, arith::SubIOp::create(b, lk, lq));
+    hi = arith::MinSIOp::create(b, hi, diag);
+    if (mask.getKind() == MaskKind::SlidingWindow)
+      keys.lo = rel(
+          arith::SubIOp::create(b, diag, constIdx(b, mask.getWindow() - 1)), 0);
+  }
+  keys.hi = rel(hi, -1);
+  return keys;
+}
+
+Value RowKeys::admits(ImplicitLocOpBuilder &b, int64_t k) const {
+  Value kc = constI32(b, k);
+  Value ok = arith::CmpIOp::create(b, arith::CmpIPredicate::sle, kc, hi);
+  if (lo)
+    ok = arith::AndIOp::create(
+        b, ok, arith::CmpIOp::create(b, arith::CmpIPredicate::sge, kc, lo));
+  return ok;
+}
+
 namespace {
 /// An f32 value equal to an integer expression, and a bound on the
 /// magnitude of the expression and of every partial result in it.
@@ -997,9 +1032,10 @@ ScoreContext gpu_lowering::makeScoreContext(
   sc.colBase = colBase;
   sc.laneCol = laneCol;
   sc.needsMask = needsMask;
-  sc.allowed = [mask, lq, lk](ImplicitLocOpBuilder &bb, Value r,
-                              Value c) -> Value {
-    return scoreAllowed(bb, mask, r, c, lq, lk);
+  sc.keysOf = [mask, lq, lk, colBase, laneCol](ImplicitLocOpBuilder &bb,
+                                               Value r) {
+    Value base = arith::AddIOp::create(bb, colBase, laneCol);
+    return rowKeys(bb, mask, r, base, lq, lk);
   };
   if (scoreMod) {
     Value lastRow = arith::SubIOp::create(b, lq, constIdx(b, 1));

@@ -163,6 +163,21 @@ Value tileNeedsElementMask(ImplicitLocOpBuilder &b, MaskAttr mask, Value colLo,
 Value scoreAllowed(ImplicitLocOpBuilder &b, MaskAttr mask, Value row,
                    Value col, Value lq, Value lk);
 
+/// The key columns one query row may see (inside Lk, allowed by the
+/// structured mask) as a closed interval relative to a column `base`: key
+/// base + k is visible iff lo <= k <= hi (i32; lo null where the mask has no
+/// lower edge). Built once per row and tile, it leaves each element one or
+/// two compares of the constant k, where scoreAllowed is 64-bit index
+/// arithmetic and three compares per element (the causal diagonal tile's
+/// mask was a tenth of the kernel's instructions, bench/NOTES run 68).
+struct RowKeys {
+  Value lo, hi;
+  /// Whether key base + k is visible (i1).
+  Value admits(ImplicitLocOpBuilder &b, int64_t k) const;
+};
+RowKeys rowKeys(ImplicitLocOpBuilder &b, MaskAttr mask, Value row, Value base,
+                Value lq, Value lk);
+
 /// Exact f32 copies of a score's row and column indices, both in
 /// [0, bound] with bound < 2^24 (every integer there is an f32).
 struct IndexFloats {
@@ -395,8 +410,8 @@ struct ScoreContext {
   Value colBase;          // global key column of the fragment's column 0
   Value laneCol;          // 2·(lane%4), index
   bool needsMask = false; // this tile takes the per-element mask
-  /// Visibility of (row, col); null: everything visible.
-  std::function<Value(ImplicitLocOpBuilder &, Value, Value)> allowed;
+  /// The keys a row may see, relative to colBase + laneCol.
+  std::function<RowKeys(ImplicitLocOpBuilder &, Value)> keysOf;
   /// score_mod on the natural-units score (scale·q·k) at (row, col); null:
   /// none. `seed` (or null): the region values a prefetch computed for this
   /// score.
