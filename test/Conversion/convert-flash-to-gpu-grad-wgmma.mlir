@@ -9,6 +9,21 @@
 // RUN: not flash-opt %s -split-input-file -flash-attention-into-destination -convert-flash-to-gpu="kernel=wgmma grad-deterministic=true" 2>&1 | FileCheck %s --check-prefix=DET
 // RUN: not flash-opt %s -split-input-file -flash-attention-into-destination -convert-flash-to-gpu="kernel=wgmma chip=sm_90" 2>&1 | FileCheck %s --check-prefix=CHIP
 // RUN: env -u CUDA_HOME flash-opt %s -split-input-file --flash-gpu-pipeline="format=isa" | FileCheck %s --check-prefix=PTX
+// RUN: flash-opt %s -split-input-file -flash-attention-into-destination -convert-flash-to-gpu | FileCheck %s --check-prefix=KEYS
+
+// The masked branch's element mask: each thread works out once per step the
+// queries its key sees past the step's first (keyQueries: from key - (Lk -
+// Lq) on, none for a key past Lk), then compares each element's constant
+// query offset.
+// KEYS-LABEL: gpu.func @kernel
+// KEYS: %[[IN:.+]] = arith.cmpi slt, %[[KEY:.+]], %{{.+}} : index
+// KEYS: %[[REL:.+]] = arith.index_cast %{{.+}} : index to i32
+// KEYS-NEXT: %[[NONE:.+]] = arith.constant 1073741824 : i32
+// KEYS-NEXT: %[[LO:.+]] = arith.select %[[IN]], %[[REL]], %[[NONE]] : i32
+// KEYS-NEXT: %[[K:.+]] = arith.constant 0 : i32
+// KEYS-NEXT: %[[OK:.+]] = arith.cmpi sge, %[[K]], %[[LO]] : i32
+// KEYS-NEXT: %[[ZERO:.+]] = arith.constant 0.000000e+00 : f32
+// KEYS-NEXT: arith.select %[[OK]], %{{.+}}, %[[ZERO]] : f32
 
 // DET: the wgmma flash.attention_grad kernel has no grad-deterministic order yet (kernel=mma has)
 // CHIP: convert-flash-to-gpu: the wgmma kernel needs chip sm_90a, got 'sm_90'

@@ -53,6 +53,15 @@ GradFragment::GradFragment(const GradKernelConfig &cfg,
     : cfg(cfg), mod(mod && mod->region ? mod : nullptr),
       batchIdx(batchIdx), lq(lq), lk(lk), masked(masked) {}
 
+Value GradFragment::visible(ImplicitLocOpBuilder &b, Value key, Value query,
+                            int64_t keySlot) {
+  auto [base, offset] = splitConstantOffset(query);
+  KeySpan &ks = keySpans[keySlot];
+  if (ks.base != base)
+    ks = {base, keyQueries(b, cfg.mask, key, base, lq, lk)};
+  return ks.span.admits(b, offset);
+}
+
 GradFragment::Element GradFragment::element(ImplicitLocOpBuilder &b, Value s,
                                             Value dp, Value lse2, Value delta,
                                             Value key, Value query,
@@ -62,10 +71,10 @@ GradFragment::Element GradFragment::element(ImplicitLocOpBuilder &b, Value s,
   if (!mod) {
     Value x =
         exp2Approx(b, fmaF32(b, s, constF32(b, cfg.scale * M_LOG2E), negLse));
-    if (masked)
-      x = arith::SelectOp::create(
-          b, scoreAllowed(b, cfg.mask, query, key, lq, lk), x,
-          constF32(b, 0.0));
+    if (masked) {
+      Value ok = visible(b, key, query, keySlot);
+      x = arith::SelectOp::create(b, ok, x, constF32(b, 0.0));
+    }
     return {x, arith::MulFOp::create(b, x, arith::SubFOp::create(b, dp, delta))};
   }
   // The region sees indices in range: rows past Lq (P = 0 by their lse) and
@@ -116,9 +125,10 @@ GradFragment::Element GradFragment::element(ImplicitLocOpBuilder &b, Value s,
   if (floats)
     foldIndexConversions(b, *mod->region, clones, i, j, *floats);
   Value x = exp2Approx(b, fmaF32(b, g->score, constF32(b, M_LOG2E), negLse));
-  if (masked)
-    x = arith::SelectOp::create(
-        b, scoreAllowed(b, cfg.mask, query, key, lq, lk), x, constF32(b, 0.0));
+  if (masked) {
+    Value ok = visible(b, key, query, keySlot);
+    x = arith::SelectOp::create(b, ok, x, constF32(b, 0.0));
+  }
   Value ds = arith::MulFOp::create(b, x, arith::SubFOp::create(b, dp, delta));
 
   int64_t nb = batchIdx.size();

@@ -791,11 +791,22 @@ public:
   void flush(ImplicitLocOpBuilder &b);
 
 private:
+  /// Whether (query, key) is visible: the query's constant offset against
+  /// the queries the key sees past the query's base, built once per key
+  /// slot and base (the thread's elements share both).
+  Value visible(ImplicitLocOpBuilder &b, Value key, Value query,
+                int64_t keySlot);
+
   const GradKernelConfig &cfg;
   const GradScoreModArgs *mod;
   SmallVector<Value> batchIdx;
   Value lq, lk;
   bool masked;
+  struct KeySpan {
+    Value base;
+    VisibleSpan span;
+  };
+  DenseMap<int64_t, KeySpan> keySpans;
   struct Pending {
     unsigned capture;
     SmallVector<Value> indices;

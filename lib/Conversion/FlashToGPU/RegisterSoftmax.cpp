@@ -62,7 +62,7 @@ gpu_lowering::onlineSoftmaxStep(ImplicitLocOpBuilder &b,
   // keep raw scores, take the max on them and fold scale·log2(e) into one
   // FMA per element, p = 2^(s·c − m).
   bool raw = !ctx.scoreMod && scale > 0;
-  RowKeys keys[2];
+  VisibleSpan keys[2];
   if (ctx.needsMask)
     for (int64_t h = 0; h < 2; ++h)
       keys[h] = ctx.keysOf(b, ctx.rowIdx[h]);

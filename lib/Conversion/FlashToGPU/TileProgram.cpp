@@ -333,39 +333,72 @@ Value gpu_lowering::scoreAllowed(ImplicitLocOpBuilder &b, MaskAttr mask,
   return ok;
 }
 
-RowKeys gpu_lowering::rowKeys(ImplicitLocOpBuilder &b, MaskAttr mask, Value row,
-                              Value base, Value lq, Value lk) {
-  // Clamped to [-1, 2^30] (lo to [0, 2^30]), the bounds fit i32 and still
-  // decide every k of a tile.
-  auto rel = [&](Value col, int64_t floor) {
-    Value r = arith::SubIOp::create(b, col, base);
-    r = arith::MaxSIOp::create(b, r, constIdx(b, floor));
-    r = arith::MinSIOp::create(b, r, constIdx(b, int64_t(1) << 30));
-    return toI32(b, r);
-  };
-  Value hi = arith::SubIOp::create(b, lk, constIdx(b, 1));
-  RowKeys keys;
-  if (mask && !mask.isNone()) {
-    // The mask's diagonal and window edge, as buildMaskPredicate has them.
-    Value diag = row;
-    if (mask.isBottomRight())
-      diag = arith::AddIOp::create(b, row, arith::SubIOp::create(b, lk, lq));
-    hi = arith::MinSIOp::create(b, hi, diag);
-    if (mask.getKind() == MaskKind::SlidingWindow)
-      keys.lo = rel(
-          arith::SubIOp::create(b, diag, constIdx(b, mask.getWindow() - 1)), 0);
-  }
-  keys.hi = rel(hi, -1);
-  return keys;
+/// `idx - base` clamped to [floor, 2^30], as i32: the clamp keeps it in
+/// range and still decides every k of a tile.
+static Value spanBound(ImplicitLocOpBuilder &b, Value idx, Value base,
+                       int64_t floor) {
+  Value r = arith::SubIOp::create(b, idx, base);
+  r = arith::MaxSIOp::create(b, r, constIdx(b, floor));
+  r = arith::MinSIOp::create(b, r, constIdx(b, int64_t(1) << 30));
+  return toI32(b, r);
 }
 
-Value RowKeys::admits(ImplicitLocOpBuilder &b, int64_t k) const {
+/// The diagonal's offset: key i + off is query i's last under the mask
+/// (buildMaskPredicate's).
+static Value diagonalOffset(ImplicitLocOpBuilder &b, MaskAttr mask, Value lq,
+                            Value lk) {
+  return mask.isBottomRight() ? arith::SubIOp::create(b, lk, lq).getResult()
+                              : constIdx(b, 0);
+}
+
+VisibleSpan gpu_lowering::rowKeys(ImplicitLocOpBuilder &b, MaskAttr mask,
+                                  Value row, Value base, Value lq, Value lk) {
+  // Keys j < Lk with j <= diag and, under a window W, j >= diag - W + 1.
+  Value hi = arith::SubIOp::create(b, lk, constIdx(b, 1));
+  VisibleSpan span;
+  if (mask && !mask.isNone()) {
+    Value diag = arith::AddIOp::create(b, row, diagonalOffset(b, mask, lq, lk));
+    hi = arith::MinSIOp::create(b, hi, diag);
+    if (mask.getKind() == MaskKind::SlidingWindow)
+      span.lo = spanBound(
+          b, arith::SubIOp::create(b, diag, constIdx(b, mask.getWindow() - 1)),
+          base, 0);
+  }
+  span.hi = spanBound(b, hi, base, -1);
+  return span;
+}
+
+VisibleSpan gpu_lowering::keyQueries(ImplicitLocOpBuilder &b, MaskAttr mask,
+                                     Value key, Value base, Value lq,
+                                     Value lk) {
+  // Queries i with key < Lk, i >= key - off and, under a window W,
+  // i <= key - off + W - 1. A key past Lk is seen by none.
+  VisibleSpan span;
+  Value first = constIdx(b, 0);
+  if (mask && !mask.isNone()) {
+    first = arith::SubIOp::create(b, key, diagonalOffset(b, mask, lq, lk));
+    if (mask.getKind() == MaskKind::SlidingWindow)
+      span.hi = spanBound(
+          b, arith::AddIOp::create(b, first, constIdx(b, mask.getWindow() - 1)),
+          base, -1);
+  }
+  Value inside = arith::CmpIOp::create(b, arith::CmpIPredicate::slt, key, lk);
+  Value lo = spanBound(b, first, base, 0);
+  Value none = constI32(b, int32_t(1) << 30);
+  span.lo = arith::SelectOp::create(b, inside, lo, none);
+  return span;
+}
+
+Value VisibleSpan::admits(ImplicitLocOpBuilder &b, int64_t k) const {
   Value kc = constI32(b, k);
-  Value ok = arith::CmpIOp::create(b, arith::CmpIPredicate::sle, kc, hi);
-  if (lo)
-    ok = arith::AndIOp::create(
-        b, ok, arith::CmpIOp::create(b, arith::CmpIPredicate::sge, kc, lo));
-  return ok;
+  Value ok;
+  if (hi)
+    ok = arith::CmpIOp::create(b, arith::CmpIPredicate::sle, kc, hi);
+  if (lo) {
+    Value above = arith::CmpIOp::create(b, arith::CmpIPredicate::sge, kc, lo);
+    ok = ok ? arith::AndIOp::create(b, ok, above).getResult() : above;
+  }
+  return ok ? ok : arith::ConstantIntOp::create(b, 1, 1).getResult();
 }
 
 namespace {

@@ -163,20 +163,24 @@ Value tileNeedsElementMask(ImplicitLocOpBuilder &b, MaskAttr mask, Value colLo,
 Value scoreAllowed(ImplicitLocOpBuilder &b, MaskAttr mask, Value row,
                    Value col, Value lq, Value lk);
 
-/// The key columns one query row may see (inside Lk, allowed by the
-/// structured mask) as a closed interval relative to a column `base`: key
-/// base + k is visible iff lo <= k <= hi (i32; lo null where the mask has no
-/// lower edge). Built once per row and tile, it leaves each element one or
-/// two compares of the constant k, where scoreAllowed is 64-bit index
-/// arithmetic and three compares per element (the causal diagonal tile's
-/// mask was a tenth of the kernel's instructions, bench/NOTES run 68).
-struct RowKeys {
+/// What scoreAllowed admits along one index with the other fixed, as a
+/// closed interval relative to a `base`: index base + k is visible iff
+/// lo <= k <= hi (i32; a null bound is no bound). Built once per row (or
+/// key) and tile, it leaves each element one or two compares of the
+/// constant k, where scoreAllowed is 64-bit index arithmetic and three
+/// compares per element (the causal diagonal tile's mask was a tenth of the
+/// forward kernel's instructions, bench/NOTES run 68).
+struct VisibleSpan {
   Value lo, hi;
-  /// Whether key base + k is visible (i1).
+  /// Whether index base + k is visible (i1).
   Value admits(ImplicitLocOpBuilder &b, int64_t k) const;
 };
-RowKeys rowKeys(ImplicitLocOpBuilder &b, MaskAttr mask, Value row, Value base,
-                Value lq, Value lk);
+/// The keys query `row` sees, relative to key `base`.
+VisibleSpan rowKeys(ImplicitLocOpBuilder &b, MaskAttr mask, Value row,
+                    Value base, Value lq, Value lk);
+/// The queries that see key `key`, relative to query `base`.
+VisibleSpan keyQueries(ImplicitLocOpBuilder &b, MaskAttr mask, Value key,
+                       Value base, Value lq, Value lk);
 
 /// Exact f32 copies of a score's row and column indices, both in
 /// [0, bound] with bound < 2^24 (every integer there is an f32).
@@ -411,7 +415,7 @@ struct ScoreContext {
   Value laneCol;          // 2·(lane%4), index
   bool needsMask = false; // this tile takes the per-element mask
   /// The keys a row may see, relative to colBase + laneCol.
-  std::function<RowKeys(ImplicitLocOpBuilder &, Value)> keysOf;
+  std::function<VisibleSpan(ImplicitLocOpBuilder &, Value)> keysOf;
   /// score_mod on the natural-units score (scale·q·k) at (row, col); null:
   /// none. `seed` (or null): the region values a prefetch computed for this
   /// score.
