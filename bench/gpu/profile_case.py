@@ -8,6 +8,8 @@ cudaProfilerStart and cudaProfilerStop, so that
         python3 bench/gpu/profile_case.py --impl cudnn --shape 4,16,16,2048,2048,128 --causal
 
 profiles the attention kernels alone (no input generation, no warm-up compilation).
+With --timeline N it instead times N back-to-back calls one by one (CUDA events) and prints
+each, to see a sustained run settle (clocks, power) where a single profiled call does not.
 
 Here (compiler, no GPU):  python3 bench/gpu/profile_case.py --prebuild DIR --shape ... [--options ...]
 There (GPU, no LLVM):     FLASH_MLIR_CACHE_DIR=DIR ncu ... python3 bench/gpu/profile_case.py ...
@@ -32,6 +34,8 @@ def main():
     ap.add_argument("--options", default="",
                     help="KEY=VALUE,... kernel options of ours (e.g. persistent=1)")
     ap.add_argument("--calls", type=int, default=3)
+    ap.add_argument("--timeline", type=int, default=0, metavar="N",
+                    help="time N back-to-back calls one by one instead of profiling")
     ap.add_argument("--prebuild", metavar="DIR",
                     help="compile ours' kernel into the cache DIR and exit")
     args = ap.parse_args()
@@ -74,6 +78,17 @@ def main():
     for _ in range(3):
         call()
     torch.cuda.synchronize()
+    if args.timeline:
+        events = [torch.cuda.Event(enable_timing=True) for _ in range(args.timeline + 1)]
+        events[0].record()
+        for e in events[1:]:
+            call()
+            e.record()
+        torch.cuda.synchronize()
+        ms = [a.elapsed_time(b) for a, b in zip(events, events[1:])]
+        print("%s %s: per-call ms %s" % (args.impl, args.shape,
+                                        " ".join("%.3f" % m for m in ms)))
+        return
     torch.cuda.profiler.start()
     for _ in range(args.calls):
         call()
