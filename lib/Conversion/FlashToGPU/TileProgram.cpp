@@ -343,21 +343,14 @@ static Value spanBound(ImplicitLocOpBuilder &b, Value idx, Value base,
   return toI32(b, r);
 }
 
-/// The diagonal's offset: key i + off is query i's last under the mask
-/// (buildMaskPredicate's).
-static Value diagonalOffset(ImplicitLocOpBuilder &b, MaskAttr mask, Value lq,
-                            Value lk) {
-  return mask.isBottomRight() ? arith::SubIOp::create(b, lk, lq).getResult()
-                              : constIdx(b, 0);
-}
-
 VisibleSpan gpu_lowering::rowKeys(ImplicitLocOpBuilder &b, MaskAttr mask,
                                   Value row, Value base, Value lq, Value lk) {
   // Keys j < Lk with j <= diag and, under a window W, j >= diag - W + 1.
   Value hi = arith::SubIOp::create(b, lk, constIdx(b, 1));
   VisibleSpan span;
   if (mask && !mask.isNone()) {
-    Value diag = arith::AddIOp::create(b, row, diagonalOffset(b, mask, lq, lk));
+    Value diag =
+        arith::AddIOp::create(b, row, maskDiagonalOffset(b, mask, lq, lk));
     hi = arith::MinSIOp::create(b, hi, diag);
     if (mask.getKind() == MaskKind::SlidingWindow)
       span.lo = spanBound(
@@ -376,7 +369,7 @@ VisibleSpan gpu_lowering::keyQueries(ImplicitLocOpBuilder &b, MaskAttr mask,
   VisibleSpan span;
   Value first = constIdx(b, 0);
   if (mask && !mask.isNone()) {
-    first = arith::SubIOp::create(b, key, diagonalOffset(b, mask, lq, lk));
+    first = arith::SubIOp::create(b, key, maskDiagonalOffset(b, mask, lq, lk));
     if (mask.getKind() == MaskKind::SlidingWindow)
       span.hi = spanBound(
           b, arith::AddIOp::create(b, first, constIdx(b, mask.getWindow() - 1)),
