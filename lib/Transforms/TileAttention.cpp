@@ -246,32 +246,31 @@ void Tiler::emitBlock(ValueRange ivs, ValueRange sharedOuts,
   }
 
   // Key range [lo, hi) some row of the block may attend, and the edges of
-  // the tiles all rows see whole. With off the diagonal offset, row i sees
-  // j <= i + off (causal, window) and j > i + off - W (window); for a tile,
-  // i is the op's own row, so off includes the row offset.
+  // the tiles all rows see whole: the block's first row bounds the window's
+  // start and the whole tiles' end, its last row the reverse. For a tile,
+  // i is the op's own row, so the diagonal's offset includes the row offset.
   Value lo = zero, hi = lk, fullLo = zero, fullHi = lk;
   if (!mask.isNone()) {
-    Value off = zero;
-    if (mask.isBottomRight())
-      off = arith::SubIOp::create(b, loc, lk, alignLq);
+    Value off = buildDiagonalOffset(b, loc, mask, alignLq, lk);
     if (Value rowOffset = op.getRowOffset())
-      off = mask.isBottomRight()
-                ? arith::AddIOp::create(b, loc, off, rowOffset).getResult()
+      off = off ? arith::AddIOp::create(b, loc, off, rowOffset).getResult()
                 : rowOffset;
     auto clampToLk = [&](Value v) -> Value {
       return arith::MinSIOp::create(
           b, loc, arith::MaxSIOp::create(b, loc, v, zero).getResult(), lk);
     };
-    Value diag0 = arith::AddIOp::create(b, loc, i0, off);
-    Value diagEnd = arith::AddIOp::create(b, loc, diag0, qlen);
-    hi = clampToLk(diagEnd);
-    fullHi = clampToLk(arith::AddIOp::create(b, loc, diag0, cIdx(1)));
-    if (mask.getKind() == MaskKind::SlidingWindow) {
-      Value w = cIdx(mask.getWindow());
-      Value one = cIdx(1);
-      lo = clampToLk(arith::AddIOp::create(
-          b, loc, arith::SubIOp::create(b, loc, diag0, w).getResult(), one));
-      fullLo = clampToLk(arith::SubIOp::create(b, loc, diagEnd, w));
+    auto after = [&](Value v) -> Value {
+      return arith::AddIOp::create(b, loc, v, cIdx(1));
+    };
+    Value lastRow = arith::SubIOp::create(
+        b, loc, arith::AddIOp::create(b, loc, i0, qlen).getResult(), cIdx(1));
+    IndexInterval first = buildVisibleKeys(b, loc, mask, i0, off);
+    IndexInterval last = buildVisibleKeys(b, loc, mask, lastRow, off);
+    hi = clampToLk(after(last.hi));
+    fullHi = clampToLk(after(first.hi));
+    if (first.lo) {
+      lo = clampToLk(first.lo);
+      fullLo = clampToLk(last.lo);
     }
   }
   // a = first tile start >= fullLo; b = end of the last whole tile < fullHi.

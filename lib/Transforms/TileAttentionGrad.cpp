@@ -218,12 +218,15 @@ struct GradTiler : LinalgBuilder {
     Value nK = arith::CeilDivUIOp::create(b, loc, lk, cIdx(bk));
     Value kbBegin = cIdx(0), kbEnd = nK;
     if (!mask.isNone()) {
-      Value hi = add(add(i0, rows), diagOff); // exclusive last visible key
+      // The block's last row bounds the keys' end, its first row the start.
+      Value lastRow = sub(add(i0, rows), cIdx(1));
+      Value hi =
+          add(buildVisibleKeys(b, loc, mask, lastRow, diagOff).hi, cIdx(1));
       hi = maxS(cIdx(0), minS(hi, lk));
       kbEnd = arith::CeilDivUIOp::create(b, loc, hi, cIdx(bk));
-      if (mask.getKind() == MaskKind::SlidingWindow) {
-        Value lo = maxS(cIdx(0), add(add(i0, diagOff),
-                                     cIdx(1 - mask.getWindow())));
+      if (mask.keysBehindDiagonal()) {
+        Value lo =
+            maxS(cIdx(0), buildVisibleKeys(b, loc, mask, i0, diagOff).lo);
         kbBegin = minS(arith::DivUIOp::create(b, loc, lo, cIdx(bk)), kbEnd);
       }
     }
@@ -359,7 +362,7 @@ struct GradTiler : LinalgBuilder {
     lq = getValueOrCreateConstantIndexOp(b, loc, qShape[nb]);
     lk = getValueOrCreateConstantIndexOp(b, loc, kShape[nb]);
     MaskAttr mask = op.getMaskOrNone();
-    diagOff = mask.isBottomRight() ? sub(lk, lq) : cIdx(0);
+    diagOff = buildDiagonalOffset(b, loc, mask, lq, lk);
     if (nb > 0) {
       std::optional<int64_t> hq = getConstantIntValue(qShape[nb - 1]);
       std::optional<int64_t> hkv = getConstantIntValue(kShape[nb - 1]);
@@ -396,10 +399,15 @@ struct GradTiler : LinalgBuilder {
       Value nQ = arith::CeilDivUIOp::create(b, loc, lq, cIdx(bq));
       Value qbBegin = cIdx(0), qbEnd = nQ;
       if (!mask.isNone()) {
-        Value first = maxS(cIdx(0), sub(j0, diagOff));
+        // The block's first key bounds the first query block, its last key
+        // the last.
+        Value first =
+            maxS(cIdx(0), buildVisibleQueries(b, loc, mask, j0, diagOff).lo);
         qbBegin = minS(arith::DivUIOp::create(b, loc, first, cIdx(bq)), nQ);
-        if (mask.getKind() == MaskKind::SlidingWindow) {
-          Value last = add(sub(add(j0, cols), diagOff), cIdx(mask.getWindow() - 1));
+        if (mask.keysBehindDiagonal()) {
+          Value lastKey = sub(add(j0, cols), cIdx(1));
+          Value last = add(
+              buildVisibleQueries(b, loc, mask, lastKey, diagOff).hi, cIdx(1));
           last = maxS(cIdx(0), minS(last, lq));
           qbEnd = maxS(qbBegin,
                        arith::CeilDivUIOp::create(b, loc, last, cIdx(bq)));

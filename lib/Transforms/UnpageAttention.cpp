@@ -195,22 +195,20 @@ FailureOr<SmallVector<Value>> flash::unpageAttention(OpBuilder &b,
     Value off = tensor::ExtractOp::create(b, loc, body->getArgument(6 + numOwn),
                                           ValueRange{bi});
     Value j64 = arith::IndexCastOp::create(b, loc, i64, j);
-    Value diag = arith::AddIOp::create(
-        b, loc, arith::IndexCastOp::create(b, loc, i64, i), off);
+    IndexInterval keys = buildVisibleKeys(
+        b, loc, mask, arith::IndexCastOp::create(b, loc, i64, i), off);
     Value ok =
         arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, j64, n);
-    if (!mask.isNone())
+    if (keys.hi)
       ok = arith::AndIOp::create(
           b, loc, ok,
-          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, j64, diag));
-    if (mask.getKind() == MaskKind::SlidingWindow) {
-      Value lo = arith::SubIOp::create(
-          b, loc, diag,
-          arith::ConstantIntOp::create(b, loc, i64, mask.getWindow()));
+          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, j64,
+                                keys.hi));
+    if (keys.lo)
       ok = arith::AndIOp::create(
           b, loc, ok,
-          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sgt, j64, lo));
-    }
+          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, j64,
+                                keys.lo));
     Value negInf = arith::ConstantOp::create(
         b, loc,
         b.getF32FloatAttr(-std::numeric_limits<float>::infinity()));

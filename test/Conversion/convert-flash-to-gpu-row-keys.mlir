@@ -11,9 +11,10 @@
 // the diagonal) and the window's first, relative to the thread's base.
 // CHECK: scf.if %{{.+}} -> (f32, f32
 // CHECK: %[[BASE:.+]] = arith.addi %{{.+}}, %{{.+}} : index
-// CHECK: %[[HI:.+]] = arith.minsi %{{.+}}, %[[DIAG:.+]] : index
-// CHECK-NEXT: %c99 = arith.constant 99 : index
-// CHECK-NEXT: %[[EDGE:.+]] = arith.subi %[[DIAG]], %c99 : index
+// CHECK: %[[DIAG:.+]] = arith.addi %{{.+}}, %{{.+}} : index
+// CHECK-NEXT: %[[CW:.+]] = arith.constant -99 : index
+// CHECK-NEXT: %[[EDGE:.+]] = arith.addi %[[DIAG]], %[[CW]] : index
+// CHECK: %[[HI:.+]] = arith.minsi %{{.+}}, %[[DIAG]] : index
 // CHECK-NEXT: %[[LOREL:.+]] = arith.subi %[[EDGE]], %[[BASE]] : index
 // CHECK: %[[LO:.+]] = arith.index_cast %{{.+}} : index to i32
 // CHECK-NEXT: %[[HIREL:.+]] = arith.subi %[[HI]], %[[BASE]] : index

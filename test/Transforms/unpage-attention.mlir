@@ -41,11 +41,13 @@ func.func @spec_causal(%q: tensor<2x4x3x32xf32>, %kc: tensor<9x16x2x32xf32>, %vc
 
 // -----
 
-// A window adds the lower bound diag - W; dynamic sizes stay dynamic.
+// A window adds the lower bound diag - W + 1; dynamic sizes stay dynamic.
 // CHECK-LABEL: func.func @window_dynamic
 // CHECK: flash.attention {{.*}} tensor<?x2x?x16xf32>
-// CHECK: arith.constant 5 : i64
-// CHECK: arith.cmpi sgt
+// CHECK: %[[DIAG:.+]] = arith.addi %{{.+}}, %{{.+}} : i64
+// CHECK-NEXT: %[[C:.+]] = arith.constant -4 : i64
+// CHECK-NEXT: %[[LO:.+]] = arith.addi %[[DIAG]], %[[C]] : i64
+// CHECK: arith.cmpi sge, %{{.+}}, %[[LO]] : i64
 func.func @window_dynamic(%q: tensor<?x2x1x16xf32>, %kc: tensor<?x32x2x16xf32>, %vc: tensor<?x32x2x16xf32>,
                           %t: tensor<?x?xi32>, %n: tensor<?xi32>, %o: tensor<?x2x1x16xf32>) -> tensor<?x2x1x16xf32> {
   %r = flash.paged_attention ins(%q, %kc, %vc : tensor<?x2x1x16xf32>, tensor<?x32x2x16xf32>, tensor<?x32x2x16xf32>)

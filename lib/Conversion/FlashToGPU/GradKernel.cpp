@@ -335,10 +335,8 @@ gpu::GPUFuncOp gpu_lowering::buildGradKernel(OpBuilder &ob, Location loc,
                     arith::DivUIOp::create(ib, q0, constIdx(ib, Br))),
                 constIdx(ib, 4))));
     Value kFirst = zero;
-    if (cfg.mask && cfg.mask.getKind() == MaskKind::SlidingWindow) {
-      Value lo = arith::AddIOp::create(
-          ib, arith::AddIOp::create(ib, q0, diagOff),
-          constIdx(ib, 1 - cfg.mask.getWindow()));
+    if (cfg.mask && cfg.mask.keysBehindDiagonal()) {
+      Value lo = buildVisibleKeys(ib, ib.getLoc(), cfg.mask, q0, diagOff).lo;
       kFirst = arith::MaxSIOp::create(
           ib, arith::FloorDivSIOp::create(ib, lo, constIdx(ib, Bc)), zero);
     }

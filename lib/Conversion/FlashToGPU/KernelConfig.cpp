@@ -177,14 +177,9 @@ static std::optional<MeanWalk> meanWalkedKeys(const KernelSpec &spec,
   }
   if (!spec.hasMask())
     return MeanWalk{double(lk), /*indexMask=*/false};
-  // Row i sees keys up to i + offset (and at most `window` of them).
-  int64_t offset = spec.mask.isBottomRight() ? lk - lq : 0;
-  int64_t window = spec.mask.getWindow();
   int64_t total = 0;
-  for (int64_t i = 0; i < lq; ++i) {
-    int64_t seen = std::clamp<int64_t>(i + offset + 1, 0, lk);
-    total += window > 0 ? std::min(seen, window) : seen;
-  }
+  for (int64_t i = 0; i < lq; ++i)
+    total += spec.mask.visibleKeyCount(i, lq, lk);
   return MeanWalk{double(total) / double(lq), /*indexMask=*/false};
 }
 

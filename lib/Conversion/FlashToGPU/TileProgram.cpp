@@ -235,8 +235,8 @@ SmallVector<Value, 2> RowPlace::lse(ImplicitLocOpBuilder &b, Value bh,
 
 Value gpu_lowering::maskDiagonalOffset(ImplicitLocOpBuilder &b, MaskAttr mask,
                                        Value lq, Value lk) {
-  if (mask && mask.isBottomRight())
-    return arith::SubIOp::create(b, lk, lq);
+  if (Value off = buildDiagonalOffset(b, b.getLoc(), mask, lq, lk))
+    return off;
   return constIdx(b, 0);
 }
 
@@ -249,22 +249,20 @@ gpu_lowering::visibleTileRange(ImplicitLocOpBuilder &b, MaskAttr mask,
   Value nT = arith::CeilDivSIOp::create(b, lk, tile);
   if (!mask || mask.isNone())
     return {zero, nT};
-  Value off = mask.isBottomRight()
-                  ? arith::SubIOp::create(b, lk, lq).getResult()
-                  : zero;
-  // Last query row of the block that exists.
+  Value off = buildDiagonalOffset(b, b.getLoc(), mask, lq, lk);
+  // The block's last row that exists bounds the last tile, its first row
+  // the first.
   Value last = arith::AddIOp::create(b, q0, constIdx(b, blockRows));
   last = arith::MinSIOp::create(b, last, lq);
   last = arith::SubIOp::create(b, last, constIdx(b, 1));
-  Value hi = arith::AddIOp::create(b, last, off);
+  Value hi = buildVisibleKeys(b, b.getLoc(), mask, last, off).hi;
   Value end = arith::AddIOp::create(b, arith::FloorDivSIOp::create(b, hi, tile),
                                     constIdx(b, 1));
   end = arith::MinSIOp::create(b, end, nT);
   end = arith::MaxSIOp::create(b, end, zero);
   Value begin = zero;
-  if (mask.getKind() == MaskKind::SlidingWindow) {
-    Value lo = arith::AddIOp::create(b, q0, off);
-    lo = arith::AddIOp::create(b, lo, constIdx(b, 1 - mask.getWindow()));
+  if (mask.keysBehindDiagonal()) {
+    Value lo = buildVisibleKeys(b, b.getLoc(), mask, q0, off).lo;
     begin = arith::FloorDivSIOp::create(b, lo, tile);
     begin = arith::MaxSIOp::create(b, begin, zero);
     begin = arith::MinSIOp::create(b, begin, end);
@@ -281,22 +279,22 @@ gpu_lowering::visibleQueryBlockRange(ImplicitLocOpBuilder &b, MaskAttr mask,
   Value nB = arith::CeilDivSIOp::create(b, lq, block);
   if (!mask || mask.isNone())
     return {zero, nB};
-  Value off = maskDiagonalOffset(b, mask, lq, lk);
-  // Causal: key j is seen from row j - off on; the block's first key bounds
-  // the first query block.
-  Value lo = arith::SubIOp::create(b, k0, off);
+  Value off = buildDiagonalOffset(b, b.getLoc(), mask, lq, lk);
+  // The block's first key bounds the first query block, its last key that
+  // exists the last.
+  Value lo = buildVisibleQueries(b, b.getLoc(), mask, k0, off).lo;
   Value begin = arith::FloorDivSIOp::create(b, lo, block);
   begin = arith::MinSIOp::create(b, arith::MaxSIOp::create(b, begin, zero), nB);
   Value end = nB;
-  if (mask.getKind() == MaskKind::SlidingWindow) {
-    // Window: key j is seen up to row j - off + W - 1; the block's last key
-    // that exists bounds the last query block.
-    Value last = arith::MinSIOp::create(
-        b, arith::AddIOp::create(b, k0, constIdx(b, keys)), lk);
-    Value hi = arith::AddIOp::create(
-        b, arith::SubIOp::create(b, last, off),
-        constIdx(b, mask.getWindow() - 1));
-    end = arith::CeilDivSIOp::create(b, arith::MaxSIOp::create(b, hi, zero),
+  if (mask.keysBehindDiagonal()) {
+    Value lastKey = arith::SubIOp::create(
+        b,
+        arith::MinSIOp::create(
+            b, arith::AddIOp::create(b, k0, constIdx(b, keys)), lk),
+        constIdx(b, 1));
+    Value hi = buildVisibleQueries(b, b.getLoc(), mask, lastKey, off).hi;
+    Value rows = arith::AddIOp::create(b, hi, constIdx(b, 1));
+    end = arith::CeilDivSIOp::create(b, arith::MaxSIOp::create(b, rows, zero),
                                      block);
     end = arith::MaxSIOp::create(b, arith::MinSIOp::create(b, end, nB), begin);
   }
@@ -311,16 +309,16 @@ Value gpu_lowering::tileNeedsElementMask(ImplicitLocOpBuilder &b, MaskAttr mask,
   Value need = arith::CmpIOp::create(b, arith::CmpIPredicate::sge, colHi, lk);
   if (!mask || mask.isNone())
     return need;
-  // Causal: the first row's diagonal bounds the tile's last column.
-  Value lim = arith::AddIOp::create(b, rowLo, diagOff);
+  // The first row's last key bounds the tile's last column, the last row's
+  // first key its first.
+  Value hi = buildVisibleKeys(b, b.getLoc(), mask, rowLo, diagOff).hi;
   need = arith::OrIOp::create(
-      b, need, arith::CmpIOp::create(b, arith::CmpIPredicate::sgt, colHi, lim));
-  if (mask.getKind() == MaskKind::SlidingWindow) {
-    // Window: the last row's lower edge bounds the tile's first column.
-    Value lo = arith::AddIOp::create(b, rowHi, diagOff);
-    lo = arith::AddIOp::create(b, lo, constIdx(b, -mask.getWindow()));
+      b, need, arith::CmpIOp::create(b, arith::CmpIPredicate::sgt, colHi, hi));
+  if (mask.keysBehindDiagonal()) {
+    Value lo = buildVisibleKeys(b, b.getLoc(), mask, rowHi, diagOff).lo;
     need = arith::OrIOp::create(
-        b, need, arith::CmpIOp::create(b, arith::CmpIPredicate::sle, colLo, lo));
+        b, need,
+        arith::CmpIOp::create(b, arith::CmpIPredicate::slt, colLo, lo));
   }
   return need;
 }
@@ -345,18 +343,16 @@ static Value spanBound(ImplicitLocOpBuilder &b, Value idx, Value base,
 
 VisibleSpan gpu_lowering::rowKeys(ImplicitLocOpBuilder &b, MaskAttr mask,
                                   Value row, Value base, Value lq, Value lk) {
-  // Keys j < Lk with j <= diag and, under a window W, j >= diag - W + 1.
+  // The mask's keys of the row, below Lk.
+  IndexInterval keys =
+      buildVisibleKeys(b, b.getLoc(), mask, row,
+                       buildDiagonalOffset(b, b.getLoc(), mask, lq, lk));
   Value hi = arith::SubIOp::create(b, lk, constIdx(b, 1));
+  if (keys.hi)
+    hi = arith::MinSIOp::create(b, hi, keys.hi);
   VisibleSpan span;
-  if (mask && !mask.isNone()) {
-    Value diag =
-        arith::AddIOp::create(b, row, maskDiagonalOffset(b, mask, lq, lk));
-    hi = arith::MinSIOp::create(b, hi, diag);
-    if (mask.getKind() == MaskKind::SlidingWindow)
-      span.lo = spanBound(
-          b, arith::SubIOp::create(b, diag, constIdx(b, mask.getWindow() - 1)),
-          base, 0);
-  }
+  if (keys.lo)
+    span.lo = spanBound(b, keys.lo, base, 0);
   span.hi = spanBound(b, hi, base, -1);
   return span;
 }
@@ -364,19 +360,15 @@ VisibleSpan gpu_lowering::rowKeys(ImplicitLocOpBuilder &b, MaskAttr mask,
 VisibleSpan gpu_lowering::keyQueries(ImplicitLocOpBuilder &b, MaskAttr mask,
                                      Value key, Value base, Value lq,
                                      Value lk) {
-  // Queries i with key < Lk, i >= key - off and, under a window W,
-  // i <= key - off + W - 1. A key past Lk is seen by none.
+  // The mask's queries of the key; a key past Lk is seen by none.
+  IndexInterval rows =
+      buildVisibleQueries(b, b.getLoc(), mask, key,
+                          buildDiagonalOffset(b, b.getLoc(), mask, lq, lk));
   VisibleSpan span;
-  Value first = constIdx(b, 0);
-  if (mask && !mask.isNone()) {
-    first = arith::SubIOp::create(b, key, maskDiagonalOffset(b, mask, lq, lk));
-    if (mask.getKind() == MaskKind::SlidingWindow)
-      span.hi = spanBound(
-          b, arith::AddIOp::create(b, first, constIdx(b, mask.getWindow() - 1)),
-          base, -1);
-  }
+  if (rows.hi)
+    span.hi = spanBound(b, rows.hi, base, -1);
   Value inside = arith::CmpIOp::create(b, arith::CmpIPredicate::slt, key, lk);
-  Value lo = spanBound(b, first, base, 0);
+  Value lo = spanBound(b, rows.lo ? rows.lo : constIdx(b, 0), base, 0);
   Value none = constI32(b, int32_t(1) << 30);
   span.lo = arith::SelectOp::create(b, inside, lo, none);
   return span;

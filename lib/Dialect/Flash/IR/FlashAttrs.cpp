@@ -100,7 +100,7 @@ LogicalResult MaskAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        << window;
   // No tensor dim reaches 2^62 (it would hold more than 2^63 bytes), and
   // below that bound every lowering's window edge, i + off - W + 1 and
-  // j + W, stays inside int64.
+  // j - off + W - 1, stays inside int64.
   if (kind == MaskKind::SlidingWindow && window >= kMaxWindow)
     return emitError() << "sliding_window mask window must be below 2^62 "
                           "keys, longer than any sequence, got "
@@ -115,26 +115,64 @@ LogicalResult MaskAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
+int64_t MaskAttr::visibleKeyCount(int64_t i, int64_t lq, int64_t lk) const {
+  if (isNone())
+    return lk;
+  int64_t diag = i + diagonalOffset(lq, lk);
+  int64_t hi = std::min(diag, lk - 1), lo = 0;
+  if (std::optional<int64_t> behind = keysBehindDiagonal())
+    lo = std::max(lo, diag - *behind);
+  return std::max<int64_t>(hi - lo + 1, 0);
+}
+
+static Value constantLike(OpBuilder &b, Location loc, Value like, int64_t c) {
+  return arith::ConstantOp::create(b, loc, b.getIntegerAttr(like.getType(), c));
+}
+
+Value mlir::flash::buildDiagonalOffset(OpBuilder &b, Location loc,
+                                       MaskAttr mask, Value lq, Value lk) {
+  if (!mask || !mask.isBottomRight())
+    return Value();
+  return arith::SubIOp::create(b, loc, lk, lq);
+}
+
+IndexInterval mlir::flash::buildVisibleKeys(OpBuilder &b, Location loc,
+                                            MaskAttr mask, Value i, Value off) {
+  IndexInterval keys;
+  if (!mask || mask.isNone())
+    return keys;
+  keys.hi = off ? arith::AddIOp::create(b, loc, i, off).getResult() : i;
+  if (std::optional<int64_t> behind = mask.keysBehindDiagonal())
+    keys.lo = arith::AddIOp::create(b, loc, keys.hi,
+                                    constantLike(b, loc, i, -*behind));
+  return keys;
+}
+
+IndexInterval mlir::flash::buildVisibleQueries(OpBuilder &b, Location loc,
+                                               MaskAttr mask, Value j,
+                                               Value off) {
+  IndexInterval rows;
+  if (!mask || mask.isNone())
+    return rows;
+  rows.lo = off ? arith::SubIOp::create(b, loc, j, off).getResult() : j;
+  if (std::optional<int64_t> behind = mask.keysBehindDiagonal())
+    rows.hi = arith::AddIOp::create(b, loc, rows.lo,
+                                    constantLike(b, loc, j, *behind));
+  return rows;
+}
+
 Value mlir::flash::buildMaskPredicate(OpBuilder &b, Location loc,
                                       MaskAttr mask, Value i, Value j,
                                       Value lq, Value lk) {
   if (!mask || mask.isNone())
     return Value();
-  // The diagonal sits at j == i + off.
-  Value diag = i;
-  if (mask.isBottomRight()) {
-    Value off = arith::SubIOp::create(b, loc, lk, lq);
-    diag = arith::AddIOp::create(b, loc, i, off);
-  }
+  IndexInterval keys = buildVisibleKeys(
+      b, loc, mask, i, buildDiagonalOffset(b, loc, mask, lq, lk));
   Value allowed =
-      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, j, diag);
-  if (mask.getKind() == MaskKind::SlidingWindow) {
-    // j > diag - W  <=>  j + W > diag.
-    Value w = arith::ConstantIndexOp::create(b, loc, mask.getWindow());
-    Value jw = arith::AddIOp::create(b, loc, j, w);
-    Value inWindow =
-        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sgt, jw, diag);
-    allowed = arith::AndIOp::create(b, loc, allowed, inWindow);
-  }
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, j, keys.hi);
+  if (keys.lo)
+    allowed = arith::AndIOp::create(
+        b, loc, allowed,
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, j, keys.lo));
   return allowed;
 }

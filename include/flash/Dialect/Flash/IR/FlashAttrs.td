@@ -55,6 +55,22 @@ def Flash_MaskAttr : AttrDef<Flash_Dialect, "Mask"> {
     bool isBottomRight() const {
       return getAlignment() == MaskAlignment::BottomRight;
     }
+    /// The mask's rule, the one every lowering and cost model derives its
+    /// element predicates, tile ranges and walk lengths from: with the
+    /// diagonal j == i + off, query i sees key j iff
+    /// i + off - keysBehindDiagonal() <= j <= i + off. nullopt bounds
+    /// nothing below (causal); `none` bounds neither side.
+    std::optional<int64_t> keysBehindDiagonal() const {
+      if (getKind() == MaskKind::SlidingWindow)
+        return getWindow() - 1;
+      return std::nullopt;
+    }
+    /// `off` for static lengths: Lk - Lq bottom-right, 0 top-left.
+    int64_t diagonalOffset(int64_t lq, int64_t lk) const {
+      return isBottomRight() ? lk - lq : 0;
+    }
+    /// How many keys of [0, lk) query row i sees (static lengths).
+    int64_t visibleKeyCount(int64_t i, int64_t lq, int64_t lk) const;
   }];
 }
 

@@ -27,6 +27,23 @@ class ExtractOp;
 } // namespace mlir::tensor
 
 namespace mlir::flash {
+/// A closed interval [lo, hi] of indices; a null bound is no bound.
+struct IndexInterval {
+  Value lo, hi;
+};
+
+/// MaskAttr's diagonal offset as IR (`lk - lq` bottom-right), or a null
+/// Value where it is 0 (top-left, none), so that no `+ 0` is built.
+Value buildDiagonalOffset(OpBuilder &b, Location loc, MaskAttr mask, Value lq,
+                          Value lk);
+/// The keys query row `i` may attend under `mask`, given the diagonal
+/// offset `off` (buildDiagonalOffset's; null is 0): MaskAttr's rule as IR,
+/// in the type of `i` (index or an integer).
+IndexInterval buildVisibleKeys(OpBuilder &b, Location loc, MaskAttr mask,
+                               Value i, Value off);
+/// The transpose: the query rows that may attend key `j`.
+IndexInterval buildVisibleQueries(OpBuilder &b, Location loc, MaskAttr mask,
+                                  Value j, Value off);
 /// Whether query row `i` may attend key column `j` under `mask`, as index
 /// arithmetic the lowerings share: returns an i1 (true = allowed), or a null
 /// Value for `none`. `lq`/`lk` are the sequence lengths (index values).
