@@ -14,8 +14,8 @@
 
 // CHECK-LABEL: func.func @grad_bias
 // CHECK: nvgpu.tma.create.descriptor {{.*}} box[%{{.*}}, %c64{{.*}}, %c64{{.*}}] : memref<*xbf16> -> <tensor = memref<1x64x64xbf16, 3>, swizzle = swizzle_128b
-// CHECK: gpu.launch_func {{.*}} @flash_attention_0::@kernel {{.*}} %arg6 : memref<8x150x200xbf16>, %{{.*}} : memref<8x150x200xf32>, %{{.*}} : index, %{{.*}} : index, %[[MAP:.*]] : !llvm.ptr)
-// CHECK: gpu.func @kernel({{.*}}, %[[BIAS:.*]]: memref<8x150x200xbf16>, %{{.*}}: memref<8x150x200xf32>, %{{.*}}: index, %{{.*}}: index, %[[BMAP:.*]]: !llvm.ptr)
+// CHECK: gpu.launch_func {{.*}} @flash_attention_0::@kernel {{.*}} %arg6 : memref<8x300x200xbf16>, %{{.*}} : memref<8x300x200xf32>, %{{.*}} : index, %{{.*}} : index, %[[MAP:.*]] : !llvm.ptr)
+// CHECK: gpu.func @kernel({{.*}}, %[[BIAS:.*]]: memref<8x300x200xbf16>, %{{.*}}: memref<8x300x200xf32>, %{{.*}}: index, %{{.*}}: index, %[[BMAP:.*]]: !llvm.ptr)
 // Q and dO (16 KiB each at D = 64, 128 rows), lse and delta, and the bias's 128 x 128 bf16.
 // CHECK: nvvm.mbarrier.arrive.expect_tx %{{.*}}, %c66560_i32
 // Four boxes: warpgroups at keys k0 and k0 + 64, query rows q0 and q0 + 64, the dSᵀ
@@ -33,7 +33,7 @@
 
 // OFF-LABEL: func.func @grad_bias
 // OFF-NOT: memref<1x64x64xbf16
-// OFF: gpu.func @kernel({{.*}}, %[[BIAS:.*]]: memref<8x150x200xbf16>, %{{.*}}: memref<8x150x200xf32>, %{{.*}}: index, %{{.*}}: index)
+// OFF: gpu.func @kernel({{.*}}, %[[BIAS:.*]]: memref<8x300x200xbf16>, %{{.*}}: memref<8x300x200xf32>, %{{.*}}: index, %{{.*}}: index)
 // OFF: nvvm.mbarrier.arrive.expect_tx %{{.*}}, %c33792_i32
 // OFF: memref.load %[[BIAS]]
 // OFF-NOT: nvvm.ldmatrix
@@ -42,31 +42,33 @@
 // PTX-LABEL: .entry kernel(
 // PTX: ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16
 
-// 8 query heads on 2 K/V heads, Lq = 150, Lk = 200, D = 64, causal bottom-right; a
-// bf16 bias [H, Lq, Lk] (400-byte rows) whose gradient is read.
-func.func @grad_bias(%q: memref<2x8x150x64xbf16>, %k: memref<2x2x200x64xbf16>, %v: memref<2x2x200x64xbf16>, %o: memref<2x8x150x64xbf16>, %do: memref<2x8x150x64xbf16>, %lse: memref<2x8x150xf32>, %bias: memref<8x150x200xbf16>, %dq: memref<2x8x150x64xbf16>, %dk: memref<2x2x200x64xbf16>, %dv: memref<2x2x200x64xbf16>, %dbias: memref<8x150x200xbf16>) attributes {llvm.emit_c_interface} {
-  %q_t = bufferization.to_tensor %q restrict : memref<2x8x150x64xbf16> to tensor<2x8x150x64xbf16>
+// 8 query heads on 2 K/V heads, Lq = 300, Lk = 200, D = 64, causal bottom-right (the
+// second query block sees the first key block whole: the staged read is live once the
+// kernel is specialised on these sizes); a bf16 bias [H, Lq, Lk] (400-byte rows) whose
+// gradient is read.
+func.func @grad_bias(%q: memref<2x8x300x64xbf16>, %k: memref<2x2x200x64xbf16>, %v: memref<2x2x200x64xbf16>, %o: memref<2x8x300x64xbf16>, %do: memref<2x8x300x64xbf16>, %lse: memref<2x8x300xf32>, %bias: memref<8x300x200xbf16>, %dq: memref<2x8x300x64xbf16>, %dk: memref<2x2x200x64xbf16>, %dv: memref<2x2x200x64xbf16>, %dbias: memref<8x300x200xbf16>) attributes {llvm.emit_c_interface} {
+  %q_t = bufferization.to_tensor %q restrict : memref<2x8x300x64xbf16> to tensor<2x8x300x64xbf16>
   %k_t = bufferization.to_tensor %k restrict : memref<2x2x200x64xbf16> to tensor<2x2x200x64xbf16>
   %v_t = bufferization.to_tensor %v restrict : memref<2x2x200x64xbf16> to tensor<2x2x200x64xbf16>
-  %o_t = bufferization.to_tensor %o restrict : memref<2x8x150x64xbf16> to tensor<2x8x150x64xbf16>
-  %do_t = bufferization.to_tensor %do restrict : memref<2x8x150x64xbf16> to tensor<2x8x150x64xbf16>
-  %lse_t = bufferization.to_tensor %lse restrict : memref<2x8x150xf32> to tensor<2x8x150xf32>
-  %bias_t = bufferization.to_tensor %bias restrict : memref<8x150x200xbf16> to tensor<8x150x200xbf16>
-  %dq_t = bufferization.to_tensor %dq restrict writable : memref<2x8x150x64xbf16> to tensor<2x8x150x64xbf16>
+  %o_t = bufferization.to_tensor %o restrict : memref<2x8x300x64xbf16> to tensor<2x8x300x64xbf16>
+  %do_t = bufferization.to_tensor %do restrict : memref<2x8x300x64xbf16> to tensor<2x8x300x64xbf16>
+  %lse_t = bufferization.to_tensor %lse restrict : memref<2x8x300xf32> to tensor<2x8x300xf32>
+  %bias_t = bufferization.to_tensor %bias restrict : memref<8x300x200xbf16> to tensor<8x300x200xbf16>
+  %dq_t = bufferization.to_tensor %dq restrict writable : memref<2x8x300x64xbf16> to tensor<2x8x300x64xbf16>
   %dk_t = bufferization.to_tensor %dk restrict writable : memref<2x2x200x64xbf16> to tensor<2x2x200x64xbf16>
   %dv_t = bufferization.to_tensor %dv restrict writable : memref<2x2x200x64xbf16> to tensor<2x2x200x64xbf16>
-  %dbias_t = bufferization.to_tensor %dbias restrict writable : memref<8x150x200xbf16> to tensor<8x150x200xbf16>
-  %r:4 = flash.attention_grad ins(%q_t, %k_t, %v_t, %o_t, %do_t, %lse_t : tensor<2x8x150x64xbf16>, tensor<2x2x200x64xbf16>, tensor<2x2x200x64xbf16>, tensor<2x8x150x64xbf16>, tensor<2x8x150x64xbf16>, tensor<2x8x150xf32>) outs(%dq_t, %dk_t, %dv_t, %dbias_t : tensor<2x8x150x64xbf16>, tensor<2x2x200x64xbf16>, tensor<2x2x200x64xbf16>, tensor<8x150x200xbf16>) captures(%bias_t : tensor<8x150x200xbf16>) scale(1.250000000e-01) mask(causal, bottom_right) score_mod {
-  ^bb0(%s: f32, %x0: index, %x1: index, %x2: index, %x3: index, %c0: tensor<8x150x200xbf16>):
-    %e0 = tensor.extract %c0[%x1, %x2, %x3] : tensor<8x150x200xbf16>
+  %dbias_t = bufferization.to_tensor %dbias restrict writable : memref<8x300x200xbf16> to tensor<8x300x200xbf16>
+  %r:4 = flash.attention_grad ins(%q_t, %k_t, %v_t, %o_t, %do_t, %lse_t : tensor<2x8x300x64xbf16>, tensor<2x2x200x64xbf16>, tensor<2x2x200x64xbf16>, tensor<2x8x300x64xbf16>, tensor<2x8x300x64xbf16>, tensor<2x8x300xf32>) outs(%dq_t, %dk_t, %dv_t, %dbias_t : tensor<2x8x300x64xbf16>, tensor<2x2x200x64xbf16>, tensor<2x2x200x64xbf16>, tensor<8x300x200xbf16>) captures(%bias_t : tensor<8x300x200xbf16>) scale(1.250000000e-01) mask(causal, bottom_right) score_mod {
+  ^bb0(%s: f32, %x0: index, %x1: index, %x2: index, %x3: index, %c0: tensor<8x300x200xbf16>):
+    %e0 = tensor.extract %c0[%x1, %x2, %x3] : tensor<8x300x200xbf16>
     %w0 = arith.extf %e0 : bf16 to f32
     %b0 = arith.addf %s, %w0 : f32
     flash.yield %b0 : f32
-  } -> tensor<2x8x150x64xbf16>, tensor<2x2x200x64xbf16>, tensor<2x2x200x64xbf16>, tensor<8x150x200xbf16>
-  bufferization.materialize_in_destination %r#0 in restrict writable %dq : (tensor<2x8x150x64xbf16>, memref<2x8x150x64xbf16>) -> ()
+  } -> tensor<2x8x300x64xbf16>, tensor<2x2x200x64xbf16>, tensor<2x2x200x64xbf16>, tensor<8x300x200xbf16>
+  bufferization.materialize_in_destination %r#0 in restrict writable %dq : (tensor<2x8x300x64xbf16>, memref<2x8x300x64xbf16>) -> ()
   bufferization.materialize_in_destination %r#1 in restrict writable %dk : (tensor<2x2x200x64xbf16>, memref<2x2x200x64xbf16>) -> ()
   bufferization.materialize_in_destination %r#2 in restrict writable %dv : (tensor<2x2x200x64xbf16>, memref<2x2x200x64xbf16>) -> ()
-  bufferization.materialize_in_destination %r#3 in restrict writable %dbias : (tensor<8x150x200xbf16>, memref<8x150x200xbf16>) -> ()
+  bufferization.materialize_in_destination %r#3 in restrict writable %dbias : (tensor<8x300x200xbf16>, memref<8x300x200xbf16>) -> ()
   return
 }
 

@@ -175,6 +175,31 @@ def FlashGPUStreamOrderPass
   let dependentDialects = ["::mlir::gpu::GPUDialect"];
 }
 
+def FlashSpecializeKernelConstantsPass
+    : Pass<"flash-specialize-kernel-constants", "::mlir::ModuleOp"> {
+  let summary = "Fold the constant integer operands of a kernel's only "
+                "launch into the kernel";
+  let description = [{
+    A kernel takes its sizes (sequence lengths, head and batch counts) as
+    arguments, so that one body serves static and dynamic shapes alike; for
+    a static shape the launch passes constants. Where a `gpu.func` has
+    exactly one `gpu.launch_func` and every use of its symbol is that
+    launch, each integer or index argument the launch passes as a constant
+    is replaced in the kernel body by that constant (the signature and the
+    launch are unchanged). The kernel's index arithmetic then folds as a
+    compiler's specialization on constants does: divisions by a length
+    become multiplies, tile counts and trip counts constants, and values
+    that were live across a loop (and spilled) immediates. A kernel
+    launched from two places, or with a value only known at run time,
+    keeps its arguments. flash-gpu-pipeline runs it after the launches are
+    outlined and canonicalized, before the NVVM lowering.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::gpu::GPUDialect",
+  ];
+}
+
 def FlashTensorMapKernelParamsPass
     : Pass<"flash-tensormap-kernel-params", "::mlir::gpu::GPUModuleOp"> {
   let summary = "Pass each TMA descriptor to a kernel by value, as a "
