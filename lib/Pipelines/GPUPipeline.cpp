@@ -46,7 +46,8 @@ void flash::buildFlashGPUPipeline(OpPassManager &pm,
                          "convert-parallel-loops-to-gpu,gpu-kernel-outlining,"
                          "func.func(flash-gpu-stream-order),canonicalize");
   // Static sizes into the kernels that are launched with them.
-  pm.addPass(createFlashSpecializeKernelConstantsPass());
+  if (options.specializeConstants)
+    pm.addPass(createFlashSpecializeKernelConstantsPass());
 
   // Kernels to NVVM and a serialized binary, host code (TMA descriptor
   // creation, launch on the given stream) to LLVM.

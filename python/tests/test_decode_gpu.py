@@ -174,6 +174,8 @@ def test_fused_combine_matches_the_combine_kernel():
     for step in range(4):
         q, k, v = _inputs(torch, qs, ks, vs, dtype)
         stream = side if step % 2 else torch.cuda.current_stream()
+        # The inputs are written on the current stream: the side stream waits for them.
+        stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):
             out, lse = flash_mlir.attention(q, k, v, **kw)
             ref_out, ref_lse = flash_mlir.attention(q, k, v, **kw0)

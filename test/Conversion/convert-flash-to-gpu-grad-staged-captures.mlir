@@ -11,6 +11,7 @@
 // RUN: flash-opt %s -split-input-file -flash-attention-into-destination -convert-flash-to-gpu | FileCheck %s
 // RUN: flash-opt %s -split-input-file -flash-attention-into-destination -convert-flash-to-gpu="stage-captures=0" | FileCheck %s --check-prefix=OFF
 // RUN: env -u CUDA_HOME flash-opt %s -split-input-file --flash-gpu-pipeline="format=isa" | FileCheck %s --check-prefix=PTX
+// RUN: env -u CUDA_HOME flash-opt %s -split-input-file --flash-gpu-pipeline="format=isa specialize-constants=true" | FileCheck %s --check-prefix=PTX
 
 // CHECK-LABEL: func.func @grad_bias
 // CHECK: nvgpu.tma.create.descriptor {{.*}} box[%{{.*}}, %c64{{.*}}, %c64{{.*}}] : memref<*xbf16> -> <tensor = memref<1x64x64xbf16, 3>, swizzle = swizzle_128b
