@@ -5,6 +5,8 @@
         NumPy arrays (host) or torch tensors (CUDA tensors on the GPU)
     prebuild(q_shape, k_shape, v_shape, dtype, ...)           compile attention's kernel
         into the cache ahead of time (for a GPU machine without LLVM)
+    tune(q, k, v, *, causal=False, ...)                       time the kernel options worth
+        trying on these arrays and record the fastest for attention() (flash_mlir.tuning)
     merge_attention(outs, lses)                               the exact merge of partial
         results over disjoint key sets by their log-sum-exps (NumPy or torch)
     attention_backward(q, k, v, o, do, lse, ...)              dq, dk, dv from a forward's
@@ -27,12 +29,14 @@ from ._capi import available as compiler_available
 from ._attention import AttentionKernel, attention, attention_grad_ir, attention_ir, prebuild
 from .compiler import compile
 from .merge import merge_attention
+from . import tuning
+from .tuning import tune
 
 # attention_backward and distributed import torch, so they load on first use
 # (and stay out of __all__: `import *` must not import torch).
 __all__ = ["FlashError", "AttentionKernel", "attention", "attention_grad_ir", "attention_ir", "compile",
            "compiler_available", "host_target", "is_registered", "library_path",
-           "merge_attention", "prebuild", "version"]
+           "merge_attention", "prebuild", "tune", "tuning", "version"]
 
 
 def __getattr__(name):

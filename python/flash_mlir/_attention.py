@@ -626,18 +626,28 @@ def _default_pipeline(device):
     return CPU_PIPELINE if device == "cpu" else GPU_PIPELINE
 
 
+def _library_key(ir, device, pipeline, options, opt_level=3):
+    pipeline = pipeline or _default_pipeline(device)
+    target = _capi.host_target() if device == "cpu" else "cuda"
+    return cache.key(ir, pipeline, options, target, (opt_level, device))
+
+
+def _library_cached(ir, device, pipeline, options, opt_level=3):
+    """The cached library _library_for would return, or None (nothing is built)."""
+    if device == "cpu" and not _capi.available():
+        return None  # host code is built for this CPU: no compiler, no host kernel
+    return cache.lookup(_library_key(ir, device, pipeline, options, opt_level))
+
+
 def _library_for(ir, device, pipeline, options, use_cache=True, opt_level=3):
     """Path of the compiled library for this IR: from the cache, else built now.
 
     GPU kernels are keyed without the host: a cache folder filled where the
     compiler is (flash_mlir.prebuild) serves a GPU machine that has none."""
     pipeline = pipeline or _default_pipeline(device)
-    if device == "cpu":
-        # Host code is built for this CPU, so it needs the compiler here.
-        target = _capi.host_target()
-    else:
-        target = "cuda"
-    k = cache.key(ir, pipeline, options, target, (opt_level, device))
+    # Host code is built for this CPU, so it needs the compiler here.
+    target = _capi.host_target() if device == "cpu" else "cuda"
+    k = _library_key(ir, device, pipeline, options, opt_level)
     path = cache.lookup(k) if use_cache else None
     if path is not None:
         return path
@@ -795,6 +805,14 @@ def _forget_kernels():
         _plain_calls.clear()
 
 
+def _forget_choices():
+    """Forgets which kernel each call key took (the kernels themselves stay), so
+    that the next call of a key chooses again: after the tuning table changed."""
+    with _kernels_lock:
+        _fast_kernels.clear()
+        _plain_calls.clear()
+
+
 def _requires_grad(*xs):
     """Whether torch autograd must see this call (torch is imported only if
     an array requires grad, which NumPy arrays never do)."""
@@ -943,9 +961,11 @@ def _mods_ir(q, bias, alibi_slopes, score_mod, score_mod_args, kind, elt):
 def _kernel_for(q, k, v, scale, causal, window, align, return_lse, dynamic, pipeline, cache,
                 options, bias=None, softcap=None, alibi_slopes=None, block_table=None,
                 seq_lens=None, score_mod=None, score_mod_args=(), cu_seqlens_q=None,
-                cu_seqlens_k=None, sinks=None):
+                cu_seqlens_k=None, sinks=None, tuned=False):
     """The kernel for these arrays and arguments, built or read from the
-    cache, with the kind of array and the element type."""
+    cache, with the kind of array and the element type. tuned: the caller
+    passed no options or pipeline, so a plain forward call runs the tuning
+    table's choice for its chip and shapes where there is one (tuning.py)."""
     kinds = [_classify(x) for x in (q, k, v)]
     if len({kd for kd, _ in kinds}) != 1 or len({e for _, e in kinds}) != 1:
         raise TypeError("q, k and v must be the same kind of array with the same dtype, got %s"
@@ -988,16 +1008,30 @@ def _kernel_for(q, k, v, scale, causal, window, align, return_lse, dynamic, pipe
                           window=window, align=align, lse=return_lse, dynamic=dynamic,
                           bias=bias_ir, softcap=softcap, alibi_slopes=slopes_ir,
                           score_mod=traced, sinks=sinks_ir)
-    opts = format_options(options)
+        if tuned and not options and pipeline is None and not dynamic and bias_ir is None \
+                and slopes_ir is None and traced is None and sinks_ir is None \
+                and softcap is None:
+            from . import tuning
+            kernel = tuning._tuned_kernel(ir, device, q, (tuple(q.shape), tuple(k.shape),
+                                                          tuple(v.shape)),
+                                          elt, causal, window, align, return_lse, cache)
+            if kernel is not None:
+                return kernel, kind, elt
+    return _cached_kernel(ir, device, pipeline, format_options(options), return_lse, cache), \
+        kind, elt
+
+
+def _cached_kernel(ir, device, pipeline, opts, lse, use_cache=True):
+    """The AttentionKernel of this IR and option string, held in memory per cache folder."""
     key = (ir, device, pipeline, opts, os.environ.get("FLASH_MLIR_CACHE_DIR"))
     with _kernels_lock:
-        kernel = _kernels.get(key) if cache else None
+        kernel = _kernels.get(key) if use_cache else None
         if kernel is None:
-            kernel = AttentionKernel.build(ir, device, pipeline, opts, lse=return_lse,
-                                           use_cache=cache)
-            if cache:
+            kernel = AttentionKernel.build(ir, device, pipeline, opts, lse=lse,
+                                           use_cache=use_cache)
+            if use_cache:
                 _kernels[key] = kernel
-    return kernel, kind, elt
+    return kernel
 
 
 def attention(q, k, v, *, scale=None, causal=False, window=None, align=None,
@@ -1253,7 +1287,8 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align=None,
         kernel, kind, elt = _kernel_for(q, k, v, scale, causal, window, align, return_lse,
                                         dynamic, pipeline, cache, options, bias, softcap,
                                         alibi_slopes, block_table, seq_lens, score_mod,
-                                        score_mod_args, cu_seqlens_q, cu_seqlens_k, sinks)
+                                        score_mod_args, cu_seqlens_q, cu_seqlens_k, sinks,
+                                        tuned=not options and pipeline is None)
         if fast is not None:
             _fast_kernels[fast] = (kernel, kind, elt)
     named = ((("block_table", block_table), ("seq_lens", seq_lens)) if paged else
@@ -1385,7 +1420,7 @@ def prebuild(q_shape, k_shape, v_shape, dtype, *, device="cuda", scale=None, cau
              window=None, align="top_left", return_lse=False, dynamic=False, pipeline=None,
              grad=False, bias=None, softcap=None, alibi_slopes=None, block_table=None,
              score_mod=None, score_mod_args=(), mask_mod=None, cu_seqlens=None,
-             capture_grads=None, sinks=None, **options):
+             capture_grads=None, sinks=None, tune=False, **options):
     """Compiles, into the cache, the kernel attention() would run for arrays of
     these shapes and dtype ("bf16" / "bfloat16", "f16" / "float16", "f32" /
     "float32", or a torch or NumPy dtype) with these arguments, and returns its
@@ -1420,7 +1455,23 @@ def prebuild(q_shape, k_shape, v_shape, dtype, *, device="cuda", scale=None, cau
     score_mod_args) the backward is built twice: computing every capture's
     gradient (the path returned) and none (for captures that do not require
     grad); capture_grads=(bool per float capture, in that order) builds just
-    the backward that computes the ones marked True."""
+    the backward that computes the ones marked True.
+
+    A plain forward call (none of the arguments above, no options or
+    pipeline) also gets the kernel of each tuned choice for it in the visible
+    tuning tables (flash_mlir.tuning: this device's chips), so that a cache
+    built here holds the kernel attention() chooses there. tune=True compiles
+    every candidate of tuning.candidates too, for tuning.tune() on a machine
+    without the compiler; a candidate that does not compile is warned about
+    and left out."""
+    if not isinstance(tune, bool):
+        raise TypeError("tune must be a bool, got %r" % (tune,))
+    if tune and (options or pipeline is not None or grad or dynamic or any(
+            x is not None for x in (bias, softcap, alibi_slopes, block_table, score_mod,
+                                    mask_mod, cu_seqlens, sinks))):
+        raise ValueError("tune=True applies to plain forward calls only (no options, "
+                         "pipeline, grad, dynamic, score arguments, sinks, paged or packed "
+                         "arrays): those keep the heuristic")
     name = str(dtype).replace("torch.", "")
     elt = _TYPE_NAMES.get(name)
     if elt is None:
@@ -1508,4 +1559,11 @@ def prebuild(q_shape, k_shape, v_shape, dtype, *, device="cuda", scale=None, cau
                       window=window, align=align, lse=return_lse, dynamic=dynamic,
                       bias=bias_ir, softcap=softcap, alibi_slopes=alibi_slopes,
                       score_mod=traced, sinks=sinks_ir)
-    return _library_for(ir, device, pipeline, format_options(options))
+    path = _library_for(ir, device, pipeline, format_options(options))
+    plain = not options and pipeline is None and not dynamic and bias_ir is None and \
+        softcap is None and alibi_slopes is None and traced is None and sinks_ir is None
+    if plain:
+        from . import tuning
+        tuning._prebuild(ir, device, (tuple(q_shape), tuple(k_shape), tuple(v_shape)), elt,
+                         bool(causal), window, align, bool(return_lse), tune)
+    return path
