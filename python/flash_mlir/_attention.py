@@ -1111,7 +1111,10 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, align=None,
     preallocated output. dynamic: compile one kernel for all sequence lengths
     (and leading batch sizes) instead of one per shape. pipeline: override flash-cpu-pipeline /
     flash-gpu-pipeline; **options: their options (block_q=32, parallel=False,
-    reference=True; block_m=..., stages=... on the GPU).
+    reference=True; block_m=..., stages=... on the GPU). Without options or
+    pipeline, a plain forward call (no score arguments, sinks, paged or packed
+    arrays, dynamic or autograd) runs the options flash_mlir.tune() recorded
+    for its chip and shapes (or shape class) where there are some.
 
     The kernel for each (shapes, dtype, scale, mask, options) is compiled
     once, cached on disk (see flash_mlir.cache.cache_dir) and in memory.

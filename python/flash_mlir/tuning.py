@@ -15,6 +15,7 @@ The table is <cache_dir>/tuning.json; a table shipped with the package
 and per problem at two levels (problem_keys): the exact shapes, then a class
 whose Lq, Lk and batch·heads are rounded up to powers of two.
 """
+import contextlib
 import json
 import math
 import os
@@ -701,6 +702,26 @@ def _mismatch(got, want, elt, return_lse):
     return None
 
 
+def _try(trial, q, k, v, call, ir, device, elt, return_lse, reference):
+    """Runs a candidate once, checked against the reference (None: it is the
+    reference); its result, with trial.status set."""
+    if not _kernel_available(ir, device, format_options(trial.options)):
+        trial.status = "unavailable"
+        trial.error = "not in %s and no compiler here" % cache.cache_dir()
+        return None
+    try:
+        res = _run(q, k, v, call, trial.options)
+        _sync(device)
+    except (RuntimeError, ValueError) as e:
+        trial.status, trial.error = "failed", _first_line(e)
+        return None
+    if reference is not None:
+        why = _mismatch(res, reference, elt, return_lse)
+        if why is not None:
+            trial.status, trial.error = "wrong", why
+    return res
+
+
 def tune(q, k, v, *, scale=None, causal=False, window=None, align=None, return_lse=False,
          candidates=None, warmup=3, iters=20, repeats=5, record=True):
     """Times each candidate's kernel (default: candidates(...) for these arrays)
@@ -747,45 +768,37 @@ def tune(q, k, v, *, scale=None, causal=False, window=None, align=None, return_l
     # The calls this process made before may hold a tuned kernel under the
     # heuristic's call key: forgotten, so {} runs the heuristic's.
     _attention._forget_choices()
+    device_scope = contextlib.nullcontext()
+    if device == "cuda":
+        import torch
+        # The events must time the stream of q's device, where attention() launches.
+        device_scope = torch.cuda.device(q.device)
     try:
-        for opts in cands:
-            trial = Trial(opts)
-            trials.append(trial)
-            if not _kernel_available(ir, device, format_options(opts)):
-                trial.status = "unavailable"
-                trial.error = "not in %s and no compiler here" % cache.cache_dir()
-                continue
-            try:
-                res = _run(q, k, v, call, opts)
-                _sync(device)
-            except (RuntimeError, ValueError) as e:
-                trial.status, trial.error = "failed", _first_line(e)
-                continue
-            if reference is None:
-                if opts:
-                    raise AssertionError("the heuristic runs first")
-                reference = res
-            else:
-                why = _mismatch(res, reference, elt, return_lse)
-                if why is not None:
-                    trial.status, trial.error = "wrong", why
-                    continue
-            try:
-                trial.us = _measure(lambda opts=opts: _run(q, k, v, call, opts), device,
-                                    warmup, iters, repeats)
-            except (RuntimeError, ValueError) as e:
-                trial.status, trial.error = "failed", _first_line(e)
-            if not opts and trial.status != "ok":
-                break
-        base = trials[0]
-        if base.status != "ok":
-            raise FlashError("flash_mlir.tuning.tune: the heuristic's kernel for these shapes "
-                             "could not run (%s: %s), so no candidate can be checked; build it "
-                             "with flash_mlir.prebuild(..., tune=True) where the compiler is"
-                             % (base.status, base.error))
+        with device_scope:
+            for opts in cands:
+                trial = Trial(opts)
+                trials.append(trial)
+                res = _try(trial, q, k, v, call, ir, device, elt, return_lse, reference)
+                if reference is None:
+                    if trial.status != "ok":
+                        raise FlashError(
+                            "flash_mlir.tuning.tune: the heuristic's kernel for these shapes "
+                            "could not run (%s: %s), so no candidate can be checked; build "
+                            "it with flash_mlir.prebuild(..., tune=True) where the compiler is"
+                            % (trial.status, trial.error))
+                    reference = res
+                if trial.status == "ok":
+                    try:
+                        trial.us = _measure(lambda opts=opts: _run(q, k, v, call, opts),
+                                            device, warmup, iters, repeats)
+                    except (RuntimeError, ValueError) as e:
+                        trial.status, trial.error = "failed", _first_line(e)
+                        if not opts:  # the heuristic's: nothing to compare with
+                            raise
     finally:
         with _lock:
             _suspended -= 1
+    base = trials[0]
     ok = [t for t in trials if t.status == "ok"]
     best = min(ok, key=lambda t: t.us)
     if best is not base and not best.us < base.us * (1.0 - MIN_GAIN):

@@ -240,6 +240,10 @@ def test_an_unavailable_kernel_is_skipped(rng, monkeypatch):
     res = flash_mlir.tune(q, k, v, candidates=[{"block_q": 32}], iters=2, repeats=1)
     assert res.trials[1].status == "unavailable" and "no compiler" in res.trials[1].error
     assert res.options == {}
+    # Without the heuristic's kernel there is nothing to check a candidate against.
+    monkeypatch.setattr(tuning, "_kernel_available", lambda ir, device, opts: False)
+    with pytest.raises(flash_mlir.FlashError, match=r"heuristic.*prebuild\(\.\.\., tune=True\)"):
+        flash_mlir.tune(q, k, v, causal=True, candidates=[{"block_q": 32}])
 
 
 def test_a_corrupt_table_falls_back_to_the_heuristic_with_one_warning(rng):
