@@ -260,6 +260,13 @@ def test_a_corrupt_table_falls_back_to_the_heuristic_with_one_warning(rng):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # once per problem, not per call or shape
         flash_mlir.attention(q2, k2, v2)
+    # Recording replaces what is not a table (and says so).
+    with pytest.warns(RuntimeWarning, match="replacing"):
+        res = flash_mlir.tune(q, k, v, candidates=[], iters=2, repeats=1)
+    with open(path) as f:
+        table = json.load(f)
+    assert table["chips"][res.chip]["exact"][res.exact_key]["options"] == {}
+    assert "x" not in table["chips"]
 
 
 def test_malformed_entries_and_options_that_do_not_build(rng):
@@ -330,6 +337,18 @@ def test_tuning_torch_cpu_tensors(rng, monkeypatch):
     assert used == ["block-q=32"]
     assert rel_err(out.numpy(), attention_ref(q.numpy(), k.numpy(), v.numpy(),
                                               causal=True)[0]) <= F32_TOL
+
+
+def test_chip_ids_and_devices(rng):
+    assert tuning._device_of("cuda:1") == ("cuda", 1)
+    assert tuning._device_of("cuda") == ("cuda", None)
+    assert tuning._device_of(3) == ("cuda", 3)
+    assert tuning._device_of(rand(rng, (2, 3))) == ("cpu", None)
+    assert tuning.chip_id("cpu") == tuning.chip_id(rand(rng, (2, 3))) == flash_mlir.host_target()
+    with pytest.raises(ValueError, match="device"):
+        tuning._device_of("cpu:0")
+    with pytest.raises(TypeError, match="device"):
+        tuning._device_of(True)
 
 
 def test_default_candidates():
