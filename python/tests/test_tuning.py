@@ -447,3 +447,29 @@ def test_argument_errors(rng):
     with pytest.raises(ValueError, match="tune=True"):
         flash_mlir.prebuild(QS, KS, VS, "f32", device="cpu", tune=True, softcap=3.0)
     assert not os.path.exists(tuning.table_path())
+
+
+def test_gpu_prebuild_builds_the_candidates_and_every_chips_choice():
+    """GPU kernels compile without a device: a cache folder for a GPU machine
+    holds every candidate and each CUDA chip's recorded choice."""
+    import shutil
+    cuda_home = os.environ.get("CUDA_HOME", "/usr/local/cuda")
+    if not (flash_mlir.is_registered("flash-gpu-pipeline") and
+            (os.path.exists(os.path.join(cuda_home, "bin", "ptxas")) or shutil.which("ptxas"))):
+        pytest.skip("no flash-gpu-pipeline or no ptxas (CUDA toolkit)")
+    shapes = ((1, 4, 256, 64), (1, 2, 256, 64), (1, 2, 256, 64))
+    ir = _attention.attention_ir(*shapes, "bf16", causal=True)
+    cands = tuning.candidates("cuda", *shapes, "bf16", causal=True)
+    assert len(cands) > 1
+    exact, klass = tuning.problem_keys(*shapes, "bf16", causal=True)
+    with open(tuning.table_path(), "w") as f:
+        json.dump({"format": 1, "chips": {
+            "NVIDIA A/132": {"device": "cuda", "exact": {exact: {"options": {"block_n": 32}}}},
+            "NVIDIA B/114": {"device": "cuda", "class": {klass: {"options": {"stages": 4}}}}}},
+            f)
+    tuning.reload()
+    path = flash_mlir.prebuild(*shapes, "bf16", causal=True, tune=True)
+    assert path == _attention._library_cached(ir, "cuda", None, "")
+    for opts in cands + [{"block_n": 32}, {"stages": 4}]:
+        text = flash_mlir.compiler.format_options(opts)
+        assert _attention._library_cached(ir, "cuda", None, text) is not None, opts
