@@ -7,8 +7,9 @@
 // RUN: (flash-opt %s -split-input-file -convert-flash-to-gpu="defer-pv=1 stages=2" 2>&1 || true) | FileCheck %s --check-prefix=STAGES
 // RUN: (flash-opt %s -split-input-file -convert-flash-to-gpu="overlap=1 stages=3 pingpong=1" 2>&1 || true) | FileCheck %s --check-prefix=STAGES
 // RUN: flash-opt %s -split-input-file --flash-gpu-pipeline="format=isa defer-pv=1 pingpong=1 stages=3" | FileCheck %s --check-prefix=PTX
-// RUN: flash-opt %s -split-input-file -convert-flash-to-gpu="persistent=1 defer-pv=1" | FileCheck %s --check-prefix=PERS
-// RUN: flash-opt %s -split-input-file --flash-gpu-pipeline="format=isa persistent=1 defer-pv=1" | FileCheck %s --check-prefix=PERS-PTX
+// RUN: flash-opt %s -split-input-file -convert-flash-to-gpu="persistent=1 defer-pv=1 prefetch-next=1" | FileCheck %s --check-prefix=PERS
+// RUN: flash-opt %s -split-input-file --flash-gpu-pipeline="format=isa persistent=1 defer-pv=1 prefetch-next=1" | FileCheck %s --check-prefix=PERS-PTX
+// RUN: flash-opt %s -split-input-file -convert-flash-to-gpu="persistent=1 defer-pv=1" | FileCheck %s --check-prefix=NOPF
 
 // D = 128, Dv = 64, Lq != Lk, causal: two consumer warpgroups by default.
 
@@ -114,15 +115,34 @@
 // PERS: scf.if
 // PERS: nvvm.mbarrier.try_wait.parity
 // PERS: llvm.store %{{.+}}, %[[SLOT:.+]] : i32, !llvm.ptr<3>
-// PERS: %[[VALID:.+]] = arith.cmpi ult, %[[W]], %{{.+}}
+// PERS: %[[VALID:.+]] = arith.cmpi ult, %[[W]], %[[KITEMS:[0-9a-z_]+]]
 // PERS: scf.if %[[VALID]]
 // PERS: } else {
 // PERS: nvvm.mbarrier.arrive %
 // PERS: scf.condition(%[[VALID]])
-// PERS: llvm.atomicrmw add %[[KCOUNTER:[^,]+]], %c1_i32{{.*}} monotonic : !llvm.ptr, i32
-// PERS: gpu.grid_dim x
+// PERS: %[[TICKET:.+]] = llvm.atomicrmw add %[[KCOUNTER:[^,]+]], %c1_i32{{.*}} monotonic : !llvm.ptr, i32
+// PERS: %[[TICKETX:.+]] = arith.index_cast %[[TICKET]]
+// PERS: %[[GX:.+]] = gpu.grid_dim x
+// PERS: %[[NEXT:.+]] = arith.addi %[[GX]], %[[TICKETX]]
 // PERS: nvvm.mbarrier.arrive.expect_tx
-// PERS: scf.yield
+// With prefetch-next, once the item's loads are issued, the next item's Q
+// and the K/V tiles it streams first (the ring's depth, each if the item has
+// it) are pulled into L2: its loads into shared memory wait for this item's
+// last QKᵀ. Not by default:
+// NOPF-LABEL: gpu.func @kernel
+// NOPF-NOT: nvvm.cp.async.bulk.tensor.prefetch
+// PERS: %[[HASNEXT:.+]] = arith.cmpi ult, %[[NEXT]], %[[KITEMS]]
+// PERS-NEXT: scf.if %[[HASNEXT]] {
+// PERS: nvvm.cp.async.bulk.tensor.prefetch %arg0, box
+// PERS: nvvm.cp.async.bulk.tensor.prefetch %arg0, box
+// PERS: scf.if
+// PERS: nvvm.cp.async.bulk.tensor.prefetch %arg1, box
+// PERS: nvvm.cp.async.bulk.tensor.prefetch %arg2, box
+// PERS: scf.if
+// PERS: nvvm.cp.async.bulk.tensor.prefetch %arg1, box
+// PERS: scf.if
+// PERS: nvvm.cp.async.bulk.tensor.prefetch %arg1, box
+// PERS: scf.yield %[[NEXT]]
 // After its last item the producer counts its CTA out; the last one zeroes both.
 // PERS: %[[EXITS:.+]] = llvm.getelementptr %[[KCOUNTER]][1] : (!llvm.ptr) -> !llvm.ptr, i32
 // PERS: %[[BEFORE:.+]] = llvm.atomicrmw add %[[EXITS]], %{{.+}} acq_rel : !llvm.ptr, i32
@@ -155,6 +175,7 @@
 // PERS: llvm.store
 // PERS: scf.yield
 // PERS-PTX-LABEL: gpu.binary @flash_attention_0
+// PERS-PTX: cp.async.bulk.prefetch.tensor.3d.L2.global.tile
 
 // PTX-LABEL: gpu.binary @flash_attention_0
 // PTX-DAG: bar.arrive

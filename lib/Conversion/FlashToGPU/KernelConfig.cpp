@@ -257,6 +257,7 @@ KernelConfig gpu_lowering::resolveWgmmaConfig(const GPUKernelOptions &o,
   // their own (splits, sequences); the persistent walk is the prefill's.
   bool prefill = !spec.splitKV && !spec.varlen && spec.pageSize == 0;
   cfg.persistent = prefill && o.persistent == 1;
+  cfg.prefetchNext = o.prefetchNext;
   bool small = d <= 64 && dv <= 64;
   // A decode of up to 128 rows takes 64-row blocks of one consumer
   // warpgroup, two CTAs per SM (up to Dv = 128: one warpgroup's O at 256

@@ -67,6 +67,8 @@ struct KernelConfig {
   bool deferPV = false;
   // A grid of resident CTAs that each walk work items (WgmmaKernel.cpp).
   bool persistent = false;
+  // Its producer prefetches the next item's Q and first K/V tiles into L2.
+  bool prefetchNext = false;
   // A score_mod's score-independent capture reads go before the QKᵀ wait.
   bool scorePrefetch = false;
   // Of every 8 exponentials of the softmax, those on the FMA pipes.
