@@ -1485,8 +1485,11 @@ gpu::GPUFuncOp gpu_lowering::buildWgmmaKernel(OpBuilder &ob, Location loc,
         Value ticket = LLVM::AtomicRMWOp::create(
             b, LLVM::AtomicBinOp::add, env.workCounter, constI32(b, 1),
             LLVM::AtomicOrdering::monotonic);
-        Value next = idxAdd(b, gpu::GridDimOp::create(b, gpu::Dimension::x),
-                            arith::IndexCastOp::create(b, idx, ticket));
+        // One op per statement: the IR's order must not depend on the order
+        // a compiler evaluates call arguments in.
+        Value ticketIdx = arith::IndexCastOp::create(b, idx, ticket);
+        Value gridX = gpu::GridDimOp::create(b, gpu::Dimension::x);
+        Value next = idxAdd(b, gridX, ticketIdx);
         buildProducer(b, env);
         if (cfg.prefetchNext) {
           OpBuilder::InsertionGuard g2(b);
