@@ -24,13 +24,19 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
 import flash_mlir  # noqa: E402
 from flash_mlir import tuning  # noqa: E402
 
-# (B, Hq, Hkv, L, D): each runs causal and not.
+# (B, Hq, Hkv, L, D) or (B, Hq, Hkv, Lq, Lk, D): each runs causal and not (decode
+# rows, Lq <= 16 < Lk, not causal).
 SHAPES = [
     (16, 16, 16, 1024, 64),
     (16, 16, 16, 1024, 128),
     (1, 32, 8, 4096, 128),
     (4, 16, 16, 3000, 128),
     (8, 16, 16, 1024, 64),
+    # Decode whose heads pack: the split merge in the last CTA or a second kernel.
+    (1, 8, 1, 1, 4096, 128),
+    (16, 8, 1, 1, 32768, 128),
+    (64, 32, 8, 1, 4096, 128),
+    (16, 32, 8, 1, 8192, 128),
 ]
 
 
@@ -50,10 +56,12 @@ def parse_shape(text):
 
 
 def cases(args):
-    shapes = [] if args.no_defaults else [(b, hq, hkv, n, n, d) for b, hq, hkv, n, d in SHAPES]
+    shapes = [] if args.no_defaults else \
+        [s if len(s) == 6 else s[:3] + (s[3],) + s[3:] for s in SHAPES]
     shapes += args.shape
     for b, hq, hkv, lq, lk, d in shapes:
-        for causal in (False, True):
+        # A decode row under a top-left causal mask sees one key: not a case.
+        for causal in (False,) if lq <= 16 < lk else (False, True):
             if args.causal is not None and causal != args.causal:
                 continue
             n = "N=%d" % lq if lq == lk else "Lq=%d Lk=%d" % (lq, lk)

@@ -365,9 +365,17 @@ def test_default_candidates():
     small = tuning.candidates("cuda", (8, 16, 1024, 64), (8, 16, 1024, 64),
                               (8, 16, 1024, 64), "f16", causal=True)
     assert small[0] == {} and len(small) <= 8 and {"block_m": 128} in small
-    # Decode (the split-KV kernel) and float32 (the portable kernel): nothing to try.
+    # Decode whose heads pack (the wgmma decode form): the split merge either way.
     assert tuning.candidates("cuda", (1, 32, 1, 128), (1, 8, 4096, 128),
-                             (1, 8, 4096, 128), "bf16") == [{}]
+                             (1, 8, 4096, 128), "bf16") == \
+        [{}, {"fused_combine": 1}, {"fused_combine": 0}]
+    # Masked decode, one query head per K/V head, D past 128 (the split-KV kernel)
+    # and float32 (the portable kernel): nothing to try.
+    for q, k, kw in (((1, 32, 1, 128), (1, 8, 4096, 128), {"causal": True}),
+                     ((1, 8, 1, 128), (1, 8, 4096, 128), {}),
+                     ((1, 32, 1, 256), (1, 8, 4096, 256), {}),
+                     ((1, 32, 16, 128), (1, 2, 4096, 128), {})):
+        assert tuning.candidates("cuda", q, k, k, "bf16", **kw) == [{}], (q, k, kw)
     assert tuning.candidates("cuda", (2, 4, 512, 64), (2, 4, 512, 64), (2, 4, 512, 64),
                              "f32") == [{}]
 
