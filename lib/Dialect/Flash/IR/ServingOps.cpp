@@ -49,15 +49,51 @@ static LogicalResult checkRank(Operation *op, StringRef name,
   return success();
 }
 
+/// One output init, or two with the log-sum-exp.
+static LogicalResult checkInitCount(Operation *op, size_t numInits) {
+  if (numInits != 1 && numInits != 2)
+    return op->emitOpError("expects 1 or 2 inits (output, then optional "
+                           "log-sum-exp), got ")
+           << numInits;
+  return success();
+}
+
+/// The element types both serving ops require: a bf16/f16/f32 query whose
+/// type the key and value operands (named `k`, `v`) share, a bf16/f16/f32
+/// output, and i32 index operands (block table, lengths or offsets).
+static LogicalResult
+checkElementTypes(Operation *op, RankedTensorType q, StringRef k,
+                  RankedTensorType kt, StringRef v, RankedTensorType vt,
+                  Type outElem,
+                  ArrayRef<std::pair<StringRef, RankedTensorType>> indices) {
+  Type elem = q.getElementType();
+  if (!isFloat16Or32(elem))
+    return op->emitOpError(
+               "'query' element type must be bf16, f16 or f32, got ")
+           << elem;
+  if (kt.getElementType() != elem || vt.getElementType() != elem)
+    return op->emitOpError("'")
+           << k << "' and '" << v << "' must have the element type of "
+           << "'query' (" << elem << "), got " << kt.getElementType() << " and "
+           << vt.getElementType();
+  if (!isFloat16Or32(outElem))
+    return op->emitOpError("output init element type must be bf16, f16 or "
+                           "f32, got ")
+           << outElem;
+  for (auto [name, t] : indices)
+    if (!t.getElementType().isSignlessInteger(32))
+      return op->emitOpError("'")
+             << name << "' must have i32 elements, got " << t.getElementType();
+  return success();
+}
+
 LogicalResult PagedAttentionOp::verify() {
   RankedTensorType q = getQueryType(), kc = getKeyCacheType(),
                    vc = getValueCacheType(), table = getBlockTableType();
   auto lens = cast<RankedTensorType>(getSeqLens().getType());
   size_t numInits = getInits().size();
-  if (numInits != 1 && numInits != 2)
-    return emitOpError("expects 1 or 2 inits (output, then optional "
-                       "log-sum-exp), got ")
-           << numInits;
+  if (failed(checkInitCount(getOperation(), numInits)))
+    return failure();
   auto rankIs = [&](StringRef name, RankedTensorType t, int64_t rank,
                     StringRef layout) {
     return checkRank(getOperation(), name, t, rank, layout);
@@ -69,25 +105,11 @@ LogicalResult PagedAttentionOp::verify() {
       failed(rankIs("seq_lens", lens, 1, "[B]")) ||
       failed(rankIs("output init", getOutputType(), 4, "[B, Hq, Lq, Dv]")))
     return failure();
-  Type elem = q.getElementType();
-  if (!isFloat16Or32(elem))
-    return emitOpError("'query' element type must be bf16, f16 or f32, got ")
-           << elem;
-  if (kc.getElementType() != elem || vc.getElementType() != elem)
-    return emitOpError("'key_cache' and 'value_cache' must have the element "
-                       "type of 'query' (")
-           << elem << "), got " << kc.getElementType() << " and "
-           << vc.getElementType();
-  if (!isFloat16Or32(getOutputType().getElementType()))
-    return emitOpError("output init element type must be bf16, f16 or f32, "
-                       "got ")
-           << getOutputType().getElementType();
-  for (auto [name, t] : {std::pair<StringRef, RankedTensorType>{"block_table",
-                                                                table},
-                         {"seq_lens", lens}})
-    if (!t.getElementType().isSignlessInteger(32))
-      return emitOpError("'") << name << "' must have i32 elements, got "
-                              << t.getElementType();
+  if (failed(checkElementTypes(getOperation(), q, "key_cache", kc,
+                               "value_cache", vc,
+                               getOutputType().getElementType(),
+                               {{"block_table", table}, {"seq_lens", lens}})))
+    return failure();
 
   ArrayRef<int64_t> qs = q.getShape(), ks = kc.getShape(), vs = vc.getShape(),
                     os = getOutputType().getShape();
@@ -184,10 +206,8 @@ LogicalResult VarlenAttentionOp::verify() {
   auto cuq = cast<RankedTensorType>(getCuSeqlensQ().getType());
   auto cuk = cast<RankedTensorType>(getCuSeqlensK().getType());
   size_t numInits = getInits().size();
-  if (numInits != 1 && numInits != 2)
-    return emitOpError("expects 1 or 2 inits (output, then optional "
-                       "log-sum-exp), got ")
-           << numInits;
+  if (failed(checkInitCount(op, numInits)))
+    return failure();
   if (failed(checkRank(op, "query", q, 3, "[Tq, Hq, D]")) ||
       failed(checkRank(op, "key", k, 3, "[Tk, Hkv, D]")) ||
       failed(checkRank(op, "value", v, 3, "[Tk, Hkv, Dv]")) ||
@@ -196,25 +216,10 @@ LogicalResult VarlenAttentionOp::verify() {
       failed(checkRank(op, "output init", getOutputType(), 3,
                        "[Tq, Hq, Dv]")))
     return failure();
-  Type elem = q.getElementType();
-  if (!isFloat16Or32(elem))
-    return emitOpError("'query' element type must be bf16, f16 or f32, got ")
-           << elem;
-  if (k.getElementType() != elem || v.getElementType() != elem)
-    return emitOpError("'key' and 'value' must have the element type of "
-                       "'query' (")
-           << elem << "), got " << k.getElementType() << " and "
-           << v.getElementType();
-  if (!isFloat16Or32(getOutputType().getElementType()))
-    return emitOpError("output init element type must be bf16, f16 or f32, "
-                       "got ")
-           << getOutputType().getElementType();
-  for (auto [name, t] :
-       {std::pair<StringRef, RankedTensorType>{"cu_seqlens_q", cuq},
-        {"cu_seqlens_k", cuk}})
-    if (!t.getElementType().isSignlessInteger(32))
-      return emitOpError("'") << name << "' must have i32 elements, got "
-                              << t.getElementType();
+  if (failed(checkElementTypes(op, q, "key", k, "value", v,
+                               getOutputType().getElementType(),
+                               {{"cu_seqlens_q", cuq}, {"cu_seqlens_k", cuk}})))
+    return failure();
   if (conflict(cuq.getDimSize(0), cuk.getDimSize(0)))
     return sizeMismatch(op, "the number of sequences + 1", "'cu_seqlens_q'",
                         cuq.getDimSize(0), "'cu_seqlens_k'",
