@@ -47,11 +47,14 @@ def fixed_times(monkeypatch, times):
     """tune()'s measurement returns times[canonical options] µs instead of timing."""
     calls = []
 
-    def measure(fn, device, warmup, iters, repeats):
-        fn()
-        key = tuple(sorted(current[0].items()))
-        calls.append(key)
-        return times[key]
+    def measure(fns, device, warmup, iters, repeats):
+        out = []
+        for fn in fns:
+            fn()
+            key = tuple(sorted(current[0].items()))
+            calls.append(key)
+            out.append(times[key])
+        return out
 
     current = [None]
     real_run = tuning._run
@@ -182,9 +185,10 @@ def test_a_wrong_candidate_is_rejected(rng, monkeypatch):
     monkeypatch.setattr(tuning, "_run", run)
     # The wrong one would win on time.
     times = {(): 100.0, (("block_q", 32),): 90.0, (("block_kv", 32),): 10.0}
-    monkeypatch.setattr(tuning, "_measure", lambda fn, *a: times[tuple(sorted(
-        measured.pop(0).items()))])
-    measured = [{}, {"block_q": 32}, {"block_kv": 32}]
+    # Only the right ones are timed: the heuristic, then block_q=32.
+    measured = [{}, {"block_q": 32}]
+    monkeypatch.setattr(tuning, "_measure", lambda fns, *a: [
+        times[tuple(sorted(m.items()))] for m in measured[:len(fns)]])
     res = flash_mlir.tune(q, k, v, return_lse=True,
                           candidates=[{"block_kv": 32}, {"block_q": 32}])
     status = {tuple(sorted(t.options.items())): t for t in res.trials}
@@ -481,3 +485,29 @@ def test_gpu_prebuild_builds_the_candidates_and_every_chips_choice():
     for opts in cands + [{"block_n": 32}, {"stages": 4}]:
         text = flash_mlir.compiler.format_options(opts)
         assert _attention._library_cached(ir, "cuda", None, text) is not None, opts
+
+
+def test_a_candidate_with_the_heuristics_kernel_is_not_timed_again(rng, monkeypatch):
+    """block_kv=64 is the CPU pipeline's default: the same library byte for byte, so
+    it is marked "same" with the heuristic's time and never chosen, however the
+    clock would have read it."""
+    q, k, v = qkv(rng)
+    calls = fixed_times(monkeypatch, {(): 100.0, (("block_q", 32),): 90.0})
+    res = flash_mlir.tune(q, k, v, candidates=[{"block_kv": 64}, {"block_q": 32}])
+    same, other = res.trials[1], res.trials[2]
+    assert same.status == "same" and "heuristic" in same.error and same.us == 100.0
+    assert other.status == "ok" and res.options == {"block_q": 32}
+    assert (("block_kv", 64),) not in calls
+    assert "same: the kernel of the heuristic" in res.markdown()
+
+
+def test_measure_times_the_candidates_in_rounds(monkeypatch):
+    """Every round times each function once, in turn, so drift over the run
+    reaches all of them alike; the result is each one's median."""
+    order = []
+    clock = iter(range(1000))
+    monkeypatch.setattr(tuning.time, "perf_counter", lambda: next(clock))
+    fns = [lambda i=i: order.append(i) for i in range(3)]
+    times = tuning._measure(fns, "cpu", warmup=1, iters=2, repeats=4)
+    assert order == [0, 1, 2] + [0, 0, 1, 1, 2, 2] * 4
+    assert times == [1e6 / 2] * 3
