@@ -31,7 +31,9 @@
 // CHECK: gpu.dealloc async [%[[TOK]]] %[[PARTS]]
 // CHECK-NOT: gpu.dealloc
 // CHECK-NOT: @combine
-// CHECK: gpu.func @kernel(
+// Its merge rounds as the combine kernel's: flash-specialize-kernel-constants
+// leaves its arguments.
+// CHECK: gpu.func @kernel({{.*}}) kernel attributes {flash.keep_launch_arguments
 // The arrival: partial stores fenced, the consumers met, one thread counts.
 // CHECK: nvvm.memory.barrier <gpu>
 // CHECK: nvvm.barrier id = %{{.*}} number_of_threads = %c128_i32
@@ -46,6 +48,9 @@
 // PTX-LABEL: llvm.func @decode_gqa(
 // PTX: gpu.binary @flash_attention_0
 // PTX-NOT: .entry combine(
+// The pipeline's specialisation left Lq and the split count arguments.
+// PTX-DAG: ld.param.b64 {{.*}}[kernel_param_5];
+// PTX-DAG: ld.param.b64 {{.*}}[kernel_param_12];
 // PTX: membar.gl;
 // PTX: atom.global.add.u32
 // PTX: ld.volatile.global.b32
