@@ -84,8 +84,18 @@ SplitRowMerge gpu_lowering::mergeSplitRow(ImplicitLocOpBuilder &b,
       src.rowReduce(
           butterflyReduce(b, maxLoop.getResult(0), /*isMax=*/true, 32),
           /*isMax=*/true));
+  // 2^(lse·log2e - max), the exponent one FMA: as a multiply and a subtract
+  // with splitLse's select between them, they contracted into an FMA only
+  // where the select folded, i.e. where the split index was a constant (a
+  // kernel specialised on its split count), so two merges of the same
+  // partials rounded differently (bench/NOTES run 74).
+  Value negTop = arith::NegFOp::create(b, r.top.mUse);
   auto weight = [&](ImplicitLocOpBuilder &ib, Value s) {
-    return exp2Approx(ib, arith::SubFOp::create(ib, splitLse(ib, s), r.top.mUse));
+    Value in =
+        arith::CmpIOp::create(ib, arith::CmpIPredicate::slt, s, src.splits);
+    Value x = src.loadLse(ib, arith::MinSIOp::create(ib, s, lastSplit));
+    return exp2Approx(ib, arith::SelectOp::create(
+                              ib, in, fmaF32(ib, x, log2e, negTop), negInf));
   };
   auto sumLoop = scf::ForOp::create(
       b, zero, laneSteps, one, ValueRange{zf},
