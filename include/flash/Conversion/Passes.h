@@ -28,7 +28,9 @@ namespace mlir::flash {
 /// the kernel's arguments as they are. The wgmma decode form's last-CTA merge
 /// carries it: it must round as the combine kernel it replaces does, and with
 /// its launch's constants folded it did not (by one bf16 ulp on some inputs,
-/// bench/NOTES run 74).
+/// bench/NOTES run 74: a multiply and a subtract contracted into an FMA only
+/// where the split count was a constant). The merge now writes that FMA
+/// itself; the mark stays until a GPU has shown the two agree without it.
 inline constexpr llvm::StringLiteral kKeepLaunchArgumentsAttr =
     "flash.keep_launch_arguments";
 
