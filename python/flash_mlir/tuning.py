@@ -579,7 +579,7 @@ class TuneResult:
         base = self.heuristic_us
         rows = []
         for t in self.trials:
-            opts = ", ".join("%s=%s" % kv for kv in sorted(t.options.items())) or "(heuristic)"
+            opts = _options_text(t.options) or "(heuristic)"
             if t is chosen:
                 opts = "**%s** ←" % opts
             us = "%.1f" % t.us if t.us is not None else ""
@@ -591,6 +591,11 @@ class TuneResult:
     def __repr__(self):
         return "TuneResult(options=%r, chip=%r, exact_key=%r, trials=%r)" % (
             self.options, self.chip, self.exact_key, self.trials)
+
+
+def _options_text(opts):
+    """key=value, ... in key order; "" for the heuristic's {}."""
+    return ", ".join("%s=%s" % kv for kv in sorted(opts.items()))
 
 
 def _first_line(e):
@@ -675,16 +680,31 @@ def _measure(fns, device, warmup, iters, repeats):
     run (clocks settling, the card warming up) reaches each alike, where
     timing one function's repetitions before the next one's favoured
     whichever came later (bench/NOTES run 74: a candidate identical to the
-    heuristic measured 5 % faster after it)."""
-    for fn in fns:
-        for _ in range(warmup):
-            fn()
+    heuristic measured 5 % faster after it).
+    A function that raises RuntimeError or ValueError is dropped from the
+    rounds: its entry is the exception instead of a time."""
+    out = [None] * len(fns)
+
+    def run(i, step):
+        if isinstance(out[i], Exception):
+            return None
+        try:
+            return step()
+        except (RuntimeError, ValueError) as e:
+            out[i] = e
+            return None
+
+    for i, fn in enumerate(fns):
+        run(i, lambda fn=fn: [fn() for _ in range(warmup)])
     _sync(device)
     times = [[] for _ in fns]
     for _ in range(repeats):
-        for fn, ts in zip(fns, times):
-            ts.append(_time_once(fn, device, iters))
-    return [statistics.median(ts) for ts in times]
+        for i, fn in enumerate(fns):
+            t = run(i, lambda fn=fn: _time_once(fn, device, iters))
+            if t is not None:
+                times[i].append(t)
+    return [o if isinstance(o, Exception) else statistics.median(ts)
+            for o, ts in zip(out, times)]
 
 
 def _kernel_identity(ir, device, opts):
@@ -831,8 +851,7 @@ def tune(q, k, v, *, scale=None, causal=False, window=None, align=None, return_l
                 if first is not None:
                     trial.status = "same"
                     trial.error = "the kernel of %s" % (
-                        ", ".join("%s=%s" % kv for kv in sorted(first.options.items()))
-                        or "the heuristic")
+                        _options_text(first.options) or "the heuristic")
                     copies.append((trial, first))
                     continue
                 if ident is not None:
@@ -841,8 +860,15 @@ def tune(q, k, v, *, scale=None, causal=False, window=None, align=None, return_l
             times = _measure([lambda opts=t.options: _run(q, k, v, call, opts)
                               for t in timed], device, warmup, iters, repeats)
             for t, us in zip(timed, times):
-                t.us = us
+                if isinstance(us, Exception):
+                    t.status, t.error = "failed", _first_line(us)
+                    if not t.options:  # the heuristic's: nothing to compare with
+                        raise us
+                else:
+                    t.us = us
             for trial, first in copies:
+                if first.status == "failed":
+                    trial.status, trial.error = first.status, first.error
                 trial.us = first.us
     finally:
         with _lock:

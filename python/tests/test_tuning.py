@@ -511,3 +511,26 @@ def test_measure_times_the_candidates_in_rounds(monkeypatch):
     times = tuning._measure(fns, "cpu", warmup=1, iters=2, repeats=4)
     assert order == [0, 1, 2] + [0, 0, 1, 1, 2, 2] * 4
     assert times == [1e6 / 2] * 3
+
+
+def test_a_candidate_that_fails_while_timed_is_failed_and_the_rest_go_on(rng, monkeypatch):
+    """It ran once (checked), then raises in the timing rounds: "failed", no time,
+    the other candidates timed and the choice made among them."""
+    q, k, v = qkv(rng)
+    real_run = tuning._run
+    runs = {"n": 0}
+
+    def run(q, k, v, call, options):
+        if options == {"block_kv": 32}:
+            runs["n"] += 1
+            if runs["n"] > 1:  # the check passes, the timing does not
+                raise RuntimeError("launch failed\nmore")
+        return real_run(q, k, v, call, options)
+
+    monkeypatch.setattr(tuning, "_run", run)
+    res = flash_mlir.tune(q, k, v, candidates=[{"block_kv": 32}, {"block_q": 32}],
+                          warmup=1, iters=1, repeats=2, record=False)
+    bad, other = res.trials[1], res.trials[2]
+    assert bad.status == "failed" and bad.error == "launch failed" and bad.us is None
+    assert other.status == "ok" and other.us > 0 and res.trials[0].us > 0
+    assert res.options in ({}, {"block_q": 32})
