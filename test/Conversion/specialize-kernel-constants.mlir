@@ -1,6 +1,6 @@
 // A kernel launched from one place takes that launch's constant sizes as
-// constants; a run-time size, a kernel launched twice, a kernel marked
-// flash.keep_launch_arguments and a non-integer argument keep their arguments.
+// constants; a run-time size, a kernel launched twice and a non-integer
+// argument keep their arguments.
 // RUN: flash-opt %s -flash-specialize-kernel-constants | FileCheck %s
 // RUN: flash-opt %s -flash-specialize-kernel-constants -canonicalize | FileCheck %s --check-prefix=FOLD
 
@@ -41,18 +41,6 @@ module attributes {gpu.container_module} {
     }
   }
 
-  gpu.module @kept {
-    // CHECK-LABEL: gpu.func @merge
-    // CHECK-NOT: arith.constant
-    // CHECK: arith.addi %arg0, %arg0
-    gpu.func @merge(%x: index, %p: !llvm.ptr) kernel attributes {flash.keep_launch_arguments} {
-      %y = arith.addi %x, %x : index
-      %yi = arith.index_cast %y : index to i32
-      llvm.store %yi, %p : i32, !llvm.ptr
-      gpu.return
-    }
-  }
-
   func.func @host(%d: memref<?x64xf32>, %p: !llvm.ptr) {
     %c0 = arith.constant 0 : index
     %c1 = arith.constant 1 : index
@@ -62,8 +50,6 @@ module attributes {gpu.container_module} {
     gpu.launch_func @once::@sizes blocks in (%c1, %c1, %c1) threads in (%c1, %c1, %c1)
         args(%c1024 : index, %lk : index, %c7 : i32, %p : !llvm.ptr)
     gpu.launch_func @twice::@shared blocks in (%c1, %c1, %c1) threads in (%c1, %c1, %c1)
-        args(%c1024 : index, %p : !llvm.ptr)
-    gpu.launch_func @kept::@merge blocks in (%c1, %c1, %c1) threads in (%c1, %c1, %c1)
         args(%c1024 : index, %p : !llvm.ptr)
     %c5 = arith.constant 5 : index
     gpu.launch_func @twice::@shared blocks in (%c1, %c1, %c1) threads in (%c1, %c1, %c1)

@@ -24,16 +24,6 @@ namespace mlir::flash {
 #define GEN_PASS_DECL
 #include "flash/Conversion/Passes.h.inc"
 
-/// A unit attribute on a gpu.func: flash-specialize-kernel-constants leaves
-/// the kernel's arguments as they are. The wgmma decode form's last-CTA merge
-/// carries it: it must round as the combine kernel it replaces does, and with
-/// its launch's constants folded it did not (by one bf16 ulp on some inputs,
-/// bench/NOTES run 74: a multiply and a subtract contracted into an FMA only
-/// where the split count was a constant). The merge now writes that FMA
-/// itself; the mark stays until a GPU has shown the two agree without it.
-inline constexpr llvm::StringLiteral kKeepLaunchArgumentsAttr =
-    "flash.keep_launch_arguments";
-
 /// One pattern per kernel strategy (wgmma, mma, portable), each lowering a
 /// flash.attention in destination-passing style on memrefs to a kernel and
 /// its launch on the stream argument of the enclosing function (marked

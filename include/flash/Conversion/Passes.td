@@ -190,8 +190,8 @@ def FlashSpecializeKernelConstantsPass
     compiler's specialization on constants does: divisions by a length
     become multiplies, tile counts and trip counts constants, and values
     that were live across a loop (and spilled) immediates. A kernel
-    launched from two places, or marked `flash.keep_launch_arguments`, keeps
-    its arguments, and so does an argument only known at run time. flash-gpu-pipeline runs it after the launches are
+    launched from two places keeps its arguments, and so does an argument
+    only known at run time. flash-gpu-pipeline runs it after the launches are
     outlined and canonicalized, before the NVVM lowering.
   }];
   let dependentDialects = [

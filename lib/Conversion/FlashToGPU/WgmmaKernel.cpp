@@ -14,7 +14,6 @@
 //===----------------------------------------------------------------------===//
 #include "HopperPrimitives.h"
 #include "KernelStrategies.h"
-#include "flash/Conversion/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
@@ -1325,9 +1324,7 @@ gpu::GPUFuncOp gpu_lowering::buildWgmmaKernel(OpBuilder &ob, Location loc,
   // lets setmaxnreg move registers from the producer to the consumers.
   fn->setAttr("nvvm.maxntid", b.getDenseI32ArrayAttr({threads, 1, 1}));
   fn->setAttr("nvvm.minctasm",
-             b.getI32IntegerAttr(static_cast<int32_t>(cfg.ctasPerSM)));
-  if (spec.fusedCombine)
-    fn->setAttr(flash::kKeepLaunchArgumentsAttr, b.getUnitAttr());
+              b.getI32IntegerAttr(static_cast<int32_t>(cfg.ctasPerSM)));
 
   Block &entry = fn.getBody().front();
   b.setInsertionPointToStart(&entry);

@@ -40,8 +40,7 @@ struct FlashSpecializeKernelConstantsPass
         sites[fn].push_back(launch);
     });
     for (auto &[fn, launches] : sites) {
-      if (launches.size() != 1 || fn->hasAttr(flash::kKeepLaunchArgumentsAttr) ||
-          !onlyLaunchedBy(fn, launches.front()))
+      if (launches.size() != 1 || !onlyLaunchedBy(fn, launches.front()))
         continue;
       gpu::LaunchFuncOp launch = launches.front();
       ValueRange operands = launch.getKernelOperands();
