@@ -6,7 +6,7 @@
 // RUN: env -u CUDA_HOME flash-opt %s -split-input-file --flash-gpu-pipeline="format=isa" | FileCheck %s --check-prefix=PTX
 // RUN: not flash-opt %s -split-input-file -convert-flash-to-gpu="block-n=128" 2>&1 | FileCheck %s --check-prefix=SMEM
 
-// SMEM: convert-flash-to-gpu: the wgmma kernel's shared memory (Q of 128 rows, 2 stages of 128-key K/V tiles at D = 256, Dv = 256) is {{[0-9]+}} bytes, more than the 232448 a CTA may have: lower block-n, block-m or stages
+// SMEM: convert-flash-to-gpu: the wgmma kernel's shared memory (1 Q buffer of 128 rows, 2 stages of 128-key K/V tiles at D = 256, Dv = 256) is {{[0-9]+}} bytes, more than the 232448 a CTA may have: lower block-n, block-m, stages or q-buffers
 
 // CHECK-LABEL: func.func @d256_causal
 // CHECK: nvgpu.tma.create.descriptor {{.*}} -> <tensor = memref<1x128x64xbf16, 3>

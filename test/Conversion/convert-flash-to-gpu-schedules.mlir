@@ -7,9 +7,9 @@
 // RUN: (flash-opt %s -split-input-file -convert-flash-to-gpu="defer-pv=1 stages=2" 2>&1 || true) | FileCheck %s --check-prefix=STAGES
 // RUN: (flash-opt %s -split-input-file -convert-flash-to-gpu="overlap=1 stages=3 pingpong=1" 2>&1 || true) | FileCheck %s --check-prefix=STAGES
 // RUN: flash-opt %s -split-input-file --flash-gpu-pipeline="format=isa defer-pv=1 pingpong=1 stages=3" | FileCheck %s --check-prefix=PTX
-// RUN: flash-opt %s -split-input-file -convert-flash-to-gpu="persistent=1 defer-pv=1 prefetch-next=1" | FileCheck %s --check-prefix=PERS
-// RUN: flash-opt %s -split-input-file --flash-gpu-pipeline="format=isa persistent=1 defer-pv=1 prefetch-next=1" | FileCheck %s --check-prefix=PERS-PTX
-// RUN: flash-opt %s -split-input-file -convert-flash-to-gpu="persistent=1 defer-pv=1" | FileCheck %s --check-prefix=NOPF
+// RUN: flash-opt %s -split-input-file -convert-flash-to-gpu="persistent=1 defer-pv=1 prefetch-next=1 q-buffers=1" | FileCheck %s --check-prefix=PERS
+// RUN: flash-opt %s -split-input-file --flash-gpu-pipeline="format=isa persistent=1 defer-pv=1 prefetch-next=1 q-buffers=1" | FileCheck %s --check-prefix=PERS-PTX
+// RUN: flash-opt %s -split-input-file -convert-flash-to-gpu="persistent=1 defer-pv=1 q-buffers=1" | FileCheck %s --check-prefix=NOPF
 
 // D = 128, Dv = 64, Lq != Lk, causal: two consumer warpgroups by default.
 
@@ -81,9 +81,10 @@
 // ONE-NOT: nvvm.barrier
 // ONE: gpu.return
 
-// STAGES: convert-flash-to-gpu: need block-m = 64 * warpgroups (0: automatic), block-n a multiple of 16 in [16, 256] (0: automatic), stages >= 1 (>= 3 with overlap or defer-pv; 0: automatic), defer-pv, persistent, score-prefetch and stage-captures in {-1, 0, 1}, soft-exp2 in [0, 8], and overlap without defer-pv or pingpong
+// STAGES: convert-flash-to-gpu: need block-m = 64 * warpgroups (0: automatic), block-n a multiple of 16 in [16, 256] (0: automatic), stages >= 1 (>= 3 with overlap or defer-pv; 0: automatic), defer-pv, persistent, score-prefetch and stage-captures in {-1, 0, 1}, soft-exp2 in [0, 8], q-buffers in [0, 2], and overlap without defer-pv or pingpong
 
-// A persistent grid: as many CTAs as the device holds at once (its SM count,
+// A persistent grid (one Q buffer here; two: convert-flash-to-gpu-q-buffers.mlir):
+// as many CTAs as the device holds at once (its SM count,
 // one CTA per SM here), none past the work items, and the launch's work counter
 // and exit count, two of the stream's counters that are zero at the launch (the
 // last CTA out zeroes them again: no memset per launch); 16 more bytes of shared memory for the
@@ -114,7 +115,8 @@
 // PERS: arith.cmpi ugt, %[[ITER]]
 // PERS: scf.if
 // PERS: nvvm.mbarrier.try_wait.parity
-// PERS: llvm.store %{{.+}}, %[[SLOT:.+]] : i32, !llvm.ptr<3>
+// PERS: %[[SLOT:.+]] = llvm.getelementptr %[[BASE:.+]][%c180288_i64] : (!llvm.ptr<3>, i64)
+// PERS: llvm.store %{{.+}}, %[[SLOT]] : i32, !llvm.ptr<3>
 // PERS: %[[VALID:.+]] = arith.cmpi ult, %[[W]], %[[KITEMS:[0-9a-z_]+]]
 // PERS: scf.if %[[VALID]]
 // PERS: } else {
@@ -155,7 +157,8 @@
 // PERS: llvm.store %{{.+}}, %[[EXITS]]
 // PERS: scf.while (%[[CITER:.+]] = %c0{{.*}}, %{{.+}} = %c0{{.*}}) : (index, index) -> (index, index, index)
 // PERS: nvvm.mbarrier.try_wait.parity
-// PERS: llvm.load %[[SLOT]] : !llvm.ptr<3> -> i32
+// PERS: %[[CSLOT:.+]] = llvm.getelementptr %[[BASE]][%c180288_i64] : (!llvm.ptr<3>, i64)
+// PERS-NEXT: llvm.load %[[CSLOT]] : !llvm.ptr<3> -> i32
 // PERS: scf.condition
 // PERS: %[[NOTILE:.+]] = arith.cmpi sge, %[[TB:.+]], %[[TE:.+]] : index
 // PERS-NEXT: scf.if %[[NOTILE]] {

@@ -93,14 +93,15 @@ LogicalResult gpu_lowering::verifyKernelOptions(const GPUKernelOptions &o,
       o.stages < 0 || o.deferPV < -1 || o.deferPV > 1 || o.persistent < -1 ||
       o.persistent > 1 || o.scorePrefetch < -1 || o.scorePrefetch > 1 ||
       o.stageCaptures < -1 || o.stageCaptures > 1 || o.softExp2 < 0 ||
-      o.softExp2 > 8 ||
+      o.softExp2 > 8 || o.qBuffers < 0 || o.qBuffers > 2 ||
       ((o.overlap || o.deferPV == 1) && o.stages > 0 && o.stages < 3) ||
       (o.overlap && (o.deferPV == 1 || o.pingpong))) {
     os << "need block-m = 64 * warpgroups (0: automatic), block-n a multiple "
           "of 16 in [16, 256] (0: automatic), stages >= 1 (>= 3 with overlap "
           "or defer-pv; 0: "
           "automatic), defer-pv, persistent, score-prefetch and "
-          "stage-captures in {-1, 0, 1}, soft-exp2 in [0, 8], "
+          "stage-captures in {-1, 0, 1}, soft-exp2 in [0, 8], q-buffers in "
+          "[0, 2], "
           "and overlap without defer-pv "
           "or pingpong";
     return failure();
@@ -108,7 +109,8 @@ LogicalResult gpu_lowering::verifyKernelOptions(const GPUKernelOptions &o,
   return success();
 }
 
-SmemLayout::SmemLayout(const KernelConfig &cfg, const KernelSpec &spec) {
+SmemLayout::SmemLayout(const KernelConfig &cfg, const KernelSpec &spec)
+    : stages(cfg.stages), qBuffers(cfg.qBuffers) {
   int64_t elt = spec.elemType.getIntOrFloatBitWidth() / 8;
   qBytes = cfg.blockM * spec.panelD() * elt;
   kBytes = cfg.blockN * spec.panelD() * elt;
@@ -118,8 +120,9 @@ SmemLayout::SmemLayout(const KernelConfig &cfg, const KernelSpec &spec) {
     captureBytes += c.tileBytes(cfg.blockM, cfg.blockN);
   }
   stageBytes = kBytes + vBytes + captureBytes;
-  barOff = qBytes + cfg.stages * stageBytes;
-  int64_t slots = 1 + 2 * cfg.stages + (cfg.persistent ? 2 : 0);
+  barOff = qBuffers * qBytes + cfg.stages * stageBytes;
+  int64_t slots =
+      qBuffers + 2 * cfg.stages + (cfg.persistent ? 2 * qBuffers : 0);
   lastArrivalOff = barOff + 8 * slots;
   total = 1024 + barOff + 8 * (slots + (spec.fusedCombine ? 1 : 0));
 }
@@ -334,5 +337,14 @@ KernelConfig gpu_lowering::resolveWgmmaConfig(const GPUKernelOptions &o,
     cfg.deferPV = o.deferPV == 1;
   }
   cfg.stages = o.stages ? o.stages : cfg.deferPV || cfg.overlap ? 3 : 2;
+  // A second Q buffer where it fits: at D = 128 beside a two-stage ring (the
+  // serial loop of short causal walks), at D = 64 beside either; not beside
+  // the deferred PV's three stages of 128-key tiles at D = 128.
+  if (cfg.persistent && o.qBuffers != 1) {
+    KernelConfig two = cfg;
+    two.qBuffers = 2;
+    bool fits = chip.residentCTAs(SmemLayout(two, spec).total) >= cfg.ctasPerSM;
+    cfg.qBuffers = o.qBuffers == 2 || fits ? 2 : 1;
+  }
   return cfg;
 }

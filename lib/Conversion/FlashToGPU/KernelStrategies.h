@@ -69,6 +69,9 @@ struct KernelConfig {
   bool persistent = false;
   // Its producer prefetches the next item's Q and first K/V tiles into L2.
   bool prefetchNext = false;
+  // Q's buffers: 2 lets a persistent grid's producer load the next item's
+  // Q while this item's QKᵀs still read the other (1 without that grid).
+  int64_t qBuffers = 1;
   // A score_mod's score-independent capture reads go before the QKᵀ wait.
   bool scorePrefetch = false;
   // Of every 8 exponentials of the softmax, those on the FMA pipes.
@@ -182,27 +185,34 @@ int64_t pagedBoxRows(const KernelConfig &cfg, const KernelSpec &spec);
 /// 128 B rows) because the 128-byte swizzle that TMA writes and wgmma reads
 /// spans 128 B.
 struct SmemLayout {
-  int64_t qBytes, kBytes, vBytes, stageBytes;
+  int64_t stages, qBuffers;
+  int64_t qBytes, kBytes, vBytes, stageBytes; // qBytes: one buffer
   // Each staged capture's tile, after V in a slot (offsets from the K tile).
   SmallVector<int64_t> captureOff;
   int64_t captureBytes = 0; // all of them
-  // mbarriers: qFull, kvFull[stages], kvEmpty[stages], and with a
-  // persistent grid qEmpty (the consumers are done with Q) and the slot
-  // that publishes the work item.
+  // Q's buffers, then the ring's stages, then the mbarriers: qFull per Q
+  // buffer, kvFull[stages], kvEmpty[stages], and with a persistent grid per
+  // Q buffer qEmpty (the consumers are done with it) and the slot that
+  // publishes the work item it holds.
   int64_t barOff;
   int64_t total;  // bytes to request, with 1 KiB slack to align the base
   SmemLayout(const KernelConfig &cfg, const KernelSpec &spec);
-  int64_t kOff(int64_t s) const { return qBytes + s * stageBytes; }
+  int64_t qOff(int64_t buffer) const { return buffer * qBytes; }
+  int64_t kOff(int64_t s) const { return qBuffers * qBytes + s * stageBytes; }
   int64_t vOff(int64_t s) const { return kOff(s) + kBytes; }
-  int64_t qFullOff() const { return barOff; }
-  int64_t kvFullOff(int64_t s) const { return barOff + 8 + 8 * s; }
-  int64_t kvEmptyOff(int64_t s, int64_t stages) const {
-    return barOff + 8 + 8 * stages + 8 * s;
+  int64_t qFullOff(int64_t buffer) const { return barOff + 8 * buffer; }
+  int64_t kvFullOff(int64_t s) const { return barOff + 8 * (qBuffers + s); }
+  int64_t kvEmptyOff(int64_t s) const {
+    return barOff + 8 * (qBuffers + stages + s);
   }
-  int64_t qEmptyOff(int64_t stages) const { return barOff + 8 + 16 * stages; }
-  int64_t workSlotOff(int64_t stages) const { return qEmptyOff(stages) + 8; }
+  int64_t qEmptyOff(int64_t buffer) const {
+    return barOff + 8 * (qBuffers + 2 * stages + buffer);
+  }
+  int64_t workSlotOff(int64_t buffer) const {
+    return qEmptyOff(qBuffers) + 8 * buffer;
+  }
   // With spec.fusedCombine: whether this CTA arrived last (i32), after the
-  // barriers and the work slot.
+  // barriers and the work slots.
   int64_t lastArrivalOff;
 };
 

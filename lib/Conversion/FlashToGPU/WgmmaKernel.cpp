@@ -62,13 +62,13 @@ struct KernelEnv {
   // this CTA's sequence and K/V head.
   Value table, seqLens, numPages, kvBatch, kvHead;
   Value tiles; // 1024-aligned shared-memory base (!llvm.ptr<3>)
-  // A persistent grid: the work item's ordinal among this CTA's (Q's
-  // barrier parity), and the tiles its earlier items streamed, where this
-  // item's tiles continue the ring's slot and parity sequence. Zero else.
+  // A persistent grid: the work item's ordinal among this CTA's (its Q
+  // buffer and that buffer's barrier parity), and the tiles its earlier
+  // items streamed, where this item's tiles continue the ring's slot and
+  // parity sequence. Zero else.
   Value workIter, tileBase;
-  // And the item's index in shared memory (!llvm.ptr<3>), the producer's to
-  // write, and the launch's work counter (global i32).
-  Value workSlot, workCounter;
+  // And the launch's work counter (global i32).
+  Value workCounter;
   SmallVector<Value> batchIdx; // bh delinearised over the query batch dims
   // The batch indices that bound the item's rows, per dim, for sorting
   // tiles by an index mask: batchIdx twice, or with packed heads the first
@@ -142,19 +142,45 @@ static Value pagedToken(ImplicitLocOpBuilder &b, KernelEnv &env, Value j) {
                 arith::RemUIOp::create(b, j, constIdx(b, P)));
 }
 
+namespace {
+/// The Q buffer of this CTA's work item `item` and how many items that buffer
+/// held before it (its barriers' phase). With one buffer: none (buffer 0)
+/// and the item's ordinal.
+struct QSlot {
+  Value buffer, fill;
+};
+} // namespace
+static QSlot qSlot(ImplicitLocOpBuilder &b, const KernelEnv &env, Value item) {
+  int64_t n = env.layout.qBuffers;
+  if (n == 1)
+    return {Value(), item};
+  return {arith::RemUIOp::create(b, item, constIdx(b, n)),
+          arith::DivUIOp::create(b, item, constIdx(b, n))};
+}
+
+/// The address of Q buffer `q.buffer`'s copy of a per-buffer object whose
+/// first copy is at `off0`, `stride` bytes apart.
+static Value qSlotAddr(ImplicitLocOpBuilder &b, const KernelEnv &env,
+                       const QSlot &q, int64_t off0, int64_t stride) {
+  if (!q.buffer)
+    return smemOffset(b, env.tiles, off0);
+  Value off = idxAdd(b, constIdx(b, off0), idxMul(b, q.buffer, stride));
+  return smemOffset(b, env.tiles, toI64(b, off));
+}
+
 /// A persistent grid's producer, before it publishes item env.workIter:
-/// Q's single buffer (and the item slot) are free once every consumer warp
-/// is done with the previous item's QKᵀ.
-static void waitQBufferFree(ImplicitLocOpBuilder &b, KernelEnv &env) {
-  Value later = arith::CmpIOp::create(b, arith::CmpIPredicate::ugt,
-                                      env.workIter, constIdx(b, 0));
+/// the item's Q buffer (and its item slot) are free once every consumer
+/// warp is done with the QKᵀs of the item that buffer held before.
+static void waitQBufferFree(ImplicitLocOpBuilder &b, KernelEnv &env,
+                            const QSlot &q) {
+  Value later = arith::CmpIOp::create(b, arith::CmpIPredicate::ugt, q.fill,
+                                      constIdx(b, 0));
   auto ifLater = scf::IfOp::create(b, later, /*withElse=*/false);
   OpBuilder::InsertionGuard g(b);
   b.setInsertionPointToStart(ifLater.thenBlock());
   Value parity = arith::RemUIOp::create(
-      b, arith::AddIOp::create(b, env.workIter, constIdx(b, 1)),
-      constIdx(b, 2));
-  mbarWait(b, smemOffset(b, env.tiles, env.layout.qEmptyOff(env.cfg.stages)),
+      b, arith::AddIOp::create(b, q.fill, constIdx(b, 1)), constIdx(b, 2));
+  mbarWait(b, qSlotAddr(b, env, q, env.layout.qEmptyOff(0), 8),
            toI32(b, parity));
 }
 
@@ -226,9 +252,10 @@ static void buildProducer(ImplicitLocOpBuilder &b, KernelEnv &env) {
   const KernelConfig &cfg = env.cfg;
   const KernelSpec &spec = env.spec;
   const SmemLayout &L = env.layout;
-  int64_t S = cfg.stages;
 
-  Value qFull = smemOffset(b, env.tiles, L.qFullOff());
+  QSlot q = qSlot(b, env, env.workIter);
+  Value qFull = qSlotAddr(b, env, q, L.qFullOff(0), 8);
+  Value qTile = qSlotAddr(b, env, q, L.qOff(0), L.qBytes);
   mbarArriveExpectTx(b, qFull, L.qBytes);
   // Coordinates innermost first: (column, head, token) of a packed batch
   // or a paged pool.
@@ -237,7 +264,7 @@ static void buildProducer(ImplicitLocOpBuilder &b, KernelEnv &env) {
                                  toI32(b, token)};
   };
   for (int64_t p = 0; p < spec.panelD() / 64; ++p)
-    tmaLoad(b, smemOffset(b, env.tiles, p * cfg.blockM * 128), env.tmaQ,
+    tmaLoad(b, smemOffset(b, qTile, p * cfg.blockM * 128), env.tmaQ,
             spec.varlen
                 ? tokenCoords(64 * p, env.bh, idxAdd(b, env.qOff, env.q0))
                 : viewCoords(b, 64 * p, env.q0, env.bh),
@@ -257,8 +284,7 @@ static void buildProducer(ImplicitLocOpBuilder &b, KernelEnv &env) {
     for (int64_t k = 0; k < cfg.blockN / box; ++k)
       tokens.push_back(pagedToken(b, env, idxAdd(b, row, constIdx(b, k * box))));
   Value full = smemOffset(b, env.tiles, stageOffset(b, s, 8, L.kvFullOff(0)));
-  Value empty =
-      smemOffset(b, env.tiles, stageOffset(b, s, 8, L.kvEmptyOff(0, S)));
+  Value empty = smemOffset(b, env.tiles, stageOffset(b, s, 8, L.kvEmptyOff(0)));
   // Slot reuse: wait until the consumers released the previous fill.
   Value reuse =
       arith::CmpIOp::create(b, arith::CmpIPredicate::ugt, n, constI32(b, 0));
@@ -392,7 +418,7 @@ private:
   const KernelConfig &cfg;
   const KernelSpec &spec;
   const SmemLayout &L;
-  int64_t S, BM, BN, D, Dv, chunks, chunkN;
+  int64_t BM, BN, D, Dv, chunks, chunkN;
   Type elem, f32;
   LLVM::LLVMStructType oType, sType;
   Value c, lane, quadLane, rowInBlock, rows[2], laneCol;
@@ -400,7 +426,8 @@ private:
   // The batch indices of each row's query head, as the score_mod reads
   // them: the item's, or with packed heads each row's own.
   SmallVector<Value> rowBatchIdx[2];
-  WgmmaDesc qDesc0, kDesc0, vDesc0;
+  // Q's descriptor in buffer 0, and in the work item's buffer.
+  WgmmaDesc qDesc0, kDesc0, vDesc0, qDesc;
   Value negInf, fzero, one;
   Value wgRowLo, wgRowHi, diagOff;
   // Per staged capture (spec.staged's order): stagedChunkOffsets.
@@ -414,7 +441,6 @@ private:
 WgmmaConsumer::WgmmaConsumer(ImplicitLocOpBuilder &b, KernelEnv &env, Value wg)
     : b(b), env(env), cfg(env.cfg), spec(env.spec), L(env.layout) {
   MLIRContext *ctx = b.getContext();
-  S = cfg.stages;
   BM = cfg.blockM;
   BN = cfg.blockN;
   D = spec.panelD();
@@ -518,22 +544,29 @@ void WgmmaConsumer::beginWork() {
     wgRowHi = idxAdd(b, wgRowLo, constIdx(b, 63));
   }
   diagOff = maskDiagonalOffset(b, spec.mask, env.qLen, env.lk);
+  QSlot q = qSlot(b, env, env.workIter);
+  qDesc =
+      q.buffer
+          ? qDesc0.plusUnits(b, toI32(b, idxMul(b, q.buffer, L.qBytes / 16)))
+          : qDesc0;
   // A persistent grid's consumers waited for Q before they read the item.
   if (!cfg.persistent)
-    mbarWait(b, smemOffset(b, env.tiles, L.qFullOff()), constI32(b, 0));
+    mbarWait(b, smemOffset(b, env.tiles, L.qFullOff(0)), constI32(b, 0));
 }
 
-/// With a persistent grid: one arrival per consumer warp hands Q's buffer
-/// to the producer for the next work item (every QKᵀ of this one is done).
-/// The arrival comes as soon as the item's last QKᵀ completed, so the next
-/// item's Q loads under this one's last softmax, PV and epilogue.
+/// With a persistent grid: one arrival per consumer warp hands the item's Q
+/// buffer to the producer for a later work item (every QKᵀ of this one is
+/// done). The arrival comes as soon as the item's last QKᵀ completed: with
+/// one buffer the next item's Q loads under this one's last softmax, PV and
+/// epilogue; with two, the item after next's under the next item's tiles.
 void WgmmaConsumer::releaseQ() {
   Value lane0 =
       arith::CmpIOp::create(b, arith::CmpIPredicate::eq, lane, constIdx(b, 0));
   auto ifLane0 = scf::IfOp::create(b, lane0, /*withElse=*/false);
   OpBuilder::InsertionGuard g(b);
   b.setInsertionPointToStart(ifLane0.thenBlock());
-  mbarArrive(b, smemOffset(b, env.tiles, L.qEmptyOff(S)));
+  mbarArrive(b,
+             qSlotAddr(b, env, qSlot(b, env, env.workIter), L.qEmptyOff(0), 8));
 }
 
 /// After the QKᵀ of step `t` is known complete: Q's last reader, when `t` is
@@ -616,8 +649,8 @@ void WgmmaConsumer::release(Value t) {
   auto ifLane0 = scf::IfOp::create(b, lane0, /*withElse=*/false);
   OpBuilder::InsertionGuard g(b);
   b.setInsertionPointToStart(ifLane0.thenBlock());
-  mbarArrive(
-      b, smemOffset(b, env.tiles, stageOffset(b, s, 8, L.kvEmptyOff(0, S))));
+  mbarArrive(b,
+             smemOffset(b, env.tiles, stageOffset(b, s, 8, L.kvEmptyOff(0))));
 }
 
 /// S = Q K_tᵀ, issued and committed, not waited for.
@@ -629,7 +662,7 @@ Value WgmmaConsumer::issueQK(Value s) {
   Value acc = LLVM::UndefOp::create(b, sType);
   for (int64_t kk = 0; kk < D / 16; ++kk) {
     int64_t p = kk / 4, w = kk % 4;
-    WgmmaDesc a = qDesc0.plus(b, p * BM * 128 + 32 * w);
+    WgmmaDesc a = qDesc.plus(b, p * BM * 128 + 32 * w);
     WgmmaDesc bd = kd.plus(b, p * BN * 128 + 32 * w);
     acc = wgmmaSS(b, acc, a, bd, BN, elem, /*accumulate=*/kk > 0);
   }
@@ -1376,8 +1409,6 @@ gpu::GPUFuncOp gpu_lowering::buildWgmmaKernel(OpBuilder &ob, Location loc,
   env.tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
   env.tiles = swizzledSmemBase(b);
   env.workIter = env.tileBase = constIdx(b, 0);
-  if (cfg.persistent)
-    env.workSlot = smemOffset(b, env.tiles, env.layout.workSlotOff(cfg.stages));
   Value nq = arith::CeilDivSIOp::create(b, env.lq, constIdx(b, cfg.blockM));
   Value bhCount = product(b, env.batchSizes);
   // The work item (query block, batch·head) a grid of one CTA per item
@@ -1426,14 +1457,15 @@ gpu::GPUFuncOp gpu_lowering::buildWgmmaKernel(OpBuilder &ob, Location loc,
     auto ifInit = scf::IfOp::create(b, isT0, /*withElse=*/false);
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(ifInit.thenBlock());
-    mbarInit(b, smemOffset(b, env.tiles, L.qFullOff()), 1);
+    for (int64_t q = 0; q < L.qBuffers; ++q)
+      mbarInit(b, smemOffset(b, env.tiles, L.qFullOff(q)), 1);
     for (int64_t s = 0; s < cfg.stages; ++s) {
       mbarInit(b, smemOffset(b, env.tiles, L.kvFullOff(s)), 1);
-      mbarInit(b, smemOffset(b, env.tiles, L.kvEmptyOff(s, cfg.stages)),
+      mbarInit(b, smemOffset(b, env.tiles, L.kvEmptyOff(s)),
                4 * cfg.consumerWarpgroups);
     }
-    if (cfg.persistent)
-      mbarInit(b, smemOffset(b, env.tiles, L.qEmptyOff(cfg.stages)),
+    for (int64_t q = 0; cfg.persistent && q < L.qBuffers; ++q)
+      mbarInit(b, smemOffset(b, env.tiles, L.qEmptyOff(q)),
                4 * cfg.consumerWarpgroups);
   }
   gpu::BarrierOp::create(b);
@@ -1463,16 +1495,17 @@ gpu::GPUFuncOp gpu_lowering::buildWgmmaKernel(OpBuilder &ob, Location loc,
       {
         Value w = before->getArgument(0);
         env.workIter = before->getArgument(1);
-        waitQBufferFree(b, env);
+        QSlot q = qSlot(b, env, env.workIter);
+        waitQBufferFree(b, env, q);
         LLVM::StoreOp::create(b, arith::IndexCastOp::create(b, i32, w),
-                              env.workSlot);
+                              qSlotAddr(b, env, q, L.workSlotOff(0), 8));
         Value valid =
             arith::CmpIOp::create(b, arith::CmpIPredicate::ult, w, items);
         auto ifEnd = scf::IfOp::create(b, valid, /*withElse=*/true);
         {
           OpBuilder::InsertionGuard g2(b);
           b.setInsertionPointToStart(ifEnd.elseBlock());
-          mbarArrive(b, smemOffset(b, env.tiles, L.qFullOff()));
+          mbarArrive(b, qSlotAddr(b, env, q, L.qFullOff(0), 8));
         }
         scf::ConditionOp::create(b, valid, before->getArguments());
       }
@@ -1530,10 +1563,13 @@ gpu::GPUFuncOp gpu_lowering::buildWgmmaKernel(OpBuilder &ob, Location loc,
                                     {b.getLoc(), b.getLoc()});
       {
         Value iter = before->getArgument(0);
-        mbarWait(b, smemOffset(b, env.tiles, L.qFullOff()),
-                 toI32(b, arith::RemUIOp::create(b, iter, constIdx(b, 2))));
+        QSlot q = qSlot(b, env, iter);
+        mbarWait(b, qSlotAddr(b, env, q, L.qFullOff(0), 8),
+                 toI32(b, arith::RemUIOp::create(b, q.fill, constIdx(b, 2))));
         Value w = arith::IndexCastOp::create(
-            b, idx, LLVM::LoadOp::create(b, i32, env.workSlot));
+            b, idx,
+            LLVM::LoadOp::create(b, i32,
+                                 qSlotAddr(b, env, q, L.workSlotOff(0), 8)));
         Value valid =
             arith::CmpIOp::create(b, arith::CmpIPredicate::ult, w, items);
         scf::ConditionOp::create(

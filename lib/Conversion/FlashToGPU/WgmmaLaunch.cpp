@@ -116,12 +116,13 @@ static LogicalResult checkSharedMemory(Operation *op, const KernelConfig &cfg,
   if (total <= chip.maxDynamicSmemPerBlock)
     return success();
   return op->emitOpError("convert-flash-to-gpu: the wgmma kernel's shared "
-                         "memory (Q of ")
-         << cfg.blockM << " rows, " << cfg.stages << " stages of " << cfg.blockN
-         << "-key K/V tiles at D = " << spec.headDim
+                         "memory (")
+         << cfg.qBuffers << " Q buffer" << (cfg.qBuffers > 1 ? "s" : "")
+         << " of " << cfg.blockM << " rows, " << cfg.stages << " stages of "
+         << cfg.blockN << "-key K/V tiles at D = " << spec.headDim
          << ", Dv = " << spec.valueDim << ") is " << total
          << " bytes, more than the " << chip.maxDynamicSmemPerBlock
-         << " a CTA may have: lower block-n, block-m or stages";
+         << " a CTA may have: lower block-n, block-m, stages or q-buffers";
 }
 
 /// Stages what stageableCaptures allows where the ring still fits: one CTA
