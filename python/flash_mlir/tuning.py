@@ -190,8 +190,9 @@ def candidates(device, q_shape, k_shape, v_shape, dtype="bf16", *, causal=False,
     ({}) first. On CUDA: variants of the sm_90a wgmma prefill kernel the
     heuristic may not pick (the persistent grid either way, deferred PV either
     way, 128-row blocks with ping-pong, 64-key tiles, a third stage), at most
-    8; a decode shape whose heads pack (the wgmma decode form): its split
-    merge either way; other decode shapes (the split-KV kernel), float32 or
+    8; a decode shape: the wgmma decode form's split merge either way (where
+    the compiler takes another kernel the option changes nothing, and tune()
+    does not time a candidate whose kernel is the heuristic's); float32 or
     head dims the wgmma kernel does not take: [{}]. On the host: block_q /
     block_kv among 32, 64 (the default) and 128, at most 6."""
     kind, _ = _device_of(device)
@@ -216,14 +217,12 @@ def candidates(device, q_shape, k_shape, v_shape, dtype="bf16", *, causal=False,
         return [{}]  # not the wgmma kernel: its knobs do not apply
     masked = causal or window is not None
     if lq <= 16 or (group > 1 and group * lq <= 128):
-        # Decode. Query heads that pack, no mask, D <= 128: the wgmma kernel's
-        # decode form, whose split count is chosen at run time but whose merge
+        # Decode. Which kernel takes it is the compiler's rule, not restated
+        # here: the wgmma kernel's decode form (heads that pack), whose merge
         # of the splits is a compile-time rule (the last CTA per row block, or
-        # a second kernel) measured at 4 rows and a few split counts. Else the
-        # split-KV kernel: nothing to try.
-        if group > 1 and group * lq <= 128 and not masked and max(d, dv) <= 128:
-            return [{}, {"fused_combine": 1}, {"fused_combine": 0}]
-        return [{}]
+        # a second kernel) measured at 4 rows and a few split counts, or the
+        # split-KV kernel, on which fused_combine builds the heuristic's kernel.
+        return [{}, {"fused_combine": 1}, {"fused_combine": 0}]
     out = [{}, {"persistent": 1}, {"persistent": 0}]
     if d <= 64 and dv <= 64:
         # The heuristic takes 64-row blocks under a mask, 192 without.

@@ -369,19 +369,18 @@ def test_default_candidates():
     small = tuning.candidates("cuda", (8, 16, 1024, 64), (8, 16, 1024, 64),
                               (8, 16, 1024, 64), "f16", causal=True)
     assert small[0] == {} and len(small) <= 8 and {"block_m": 128} in small
-    # Decode whose heads pack (the wgmma decode form): the split merge either way.
-    assert tuning.candidates("cuda", (1, 32, 1, 128), (1, 8, 4096, 128),
-                             (1, 8, 4096, 128), "bf16") == \
-        [{}, {"fused_combine": 1}, {"fused_combine": 0}]
-    # Masked decode, one query head per K/V head, D past 128 (the split-KV kernel)
-    # and float32 (the portable kernel): nothing to try.
-    for q, k, kw in (((1, 32, 1, 128), (1, 8, 4096, 128), {"causal": True}),
-                     ((1, 8, 1, 128), (1, 8, 4096, 128), {}),
-                     ((1, 32, 1, 256), (1, 8, 4096, 256), {}),
+    # Decode: the wgmma decode form's split merge either way, whichever kernel the
+    # compiler takes (test_decode_candidates_the_compiler_ignores_are_the_same).
+    for q, k, kw in (((1, 32, 1, 128), (1, 8, 4096, 128), {}),
+                     ((1, 32, 1, 128), (1, 8, 4096, 128), {"causal": True}),
                      ((1, 32, 16, 128), (1, 2, 4096, 128), {})):
-        assert tuning.candidates("cuda", q, k, k, "bf16", **kw) == [{}], (q, k, kw)
+        assert tuning.candidates("cuda", q, k, k, "bf16", **kw) == \
+            [{}, {"fused_combine": 1}, {"fused_combine": 0}], (q, k, kw)
+    # Float32 (the portable kernel) and D past 256: nothing to try.
     assert tuning.candidates("cuda", (2, 4, 512, 64), (2, 4, 512, 64), (2, 4, 512, 64),
                              "f32") == [{}]
+    assert tuning.candidates("cuda", (1, 8, 1, 320), (1, 8, 4096, 320),
+                             (1, 8, 4096, 320), "bf16") == [{}]
 
 
 def test_prebuild_tune_builds_every_candidate_and_the_tuned_choice(rng, monkeypatch):
@@ -485,6 +484,30 @@ def test_gpu_prebuild_builds_the_candidates_and_every_chips_choice():
     for opts in cands + [{"block_n": 32}, {"stages": 4}]:
         text = flash_mlir.compiler.format_options(opts)
         assert _attention._library_cached(ir, "cuda", None, text) is not None, opts
+
+
+def test_decode_candidates_the_compiler_ignores_are_the_same():
+    """The decode candidates do not restate which kernel the compiler takes: where
+    it is not the wgmma decode form (a causal decode, one query head per K/V
+    head, D = 256) fused_combine builds the heuristic's kernel byte for byte,
+    which tune() marks "same"; where it is (256 packed rows), a kernel of its own."""
+    import shutil
+    cuda_home = os.environ.get("CUDA_HOME", "/usr/local/cuda")
+    if not (flash_mlir.is_registered("flash-gpu-pipeline") and
+            (os.path.exists(os.path.join(cuda_home, "bin", "ptxas")) or shutil.which("ptxas"))):
+        pytest.skip("no flash-gpu-pipeline or no ptxas (CUDA toolkit)")
+    cases = (((1, 32, 1, 128), (1, 8, 1000, 128), {"causal": True}, False),
+             ((1, 8, 1, 128), (1, 8, 1000, 128), {}, False),
+             ((1, 32, 1, 256), (1, 8, 1000, 256), {}, False),
+             ((1, 32, 8, 64), (1, 2, 1000, 64), {}, True))
+    for q, k, kw, decode_form in cases:
+        ir = _attention.attention_ir(q, k, k, "bf16", **kw)
+        ids = []
+        for opts in tuning.candidates("cuda", q, k, k, "bf16", **kw):
+            flash_mlir.prebuild(q, k, k, "bf16", **kw, **opts)
+            ids.append(tuning._kernel_identity(ir, "cuda", opts))
+        assert None not in ids, (q, k, kw)
+        assert (ids[1] != ids[0]) == decode_form, (q, k, kw)
 
 
 def test_a_candidate_with_the_heuristics_kernel_is_not_timed_again(rng, monkeypatch):
