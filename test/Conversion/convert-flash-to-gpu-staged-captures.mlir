@@ -8,6 +8,18 @@
 // RUN: flash-opt %s -split-input-file -convert-flash-to-gpu="block-n=64" | FileCheck %s --check-prefix=BN64
 // RUN: flash-opt %s -split-input-file -convert-flash-to-gpu="stage-captures=0" | FileCheck %s --check-prefix=OFF
 // RUN: env -u CUDA_HOME flash-opt %s -split-input-file --flash-gpu-pipeline="format=isa" | FileCheck %s --check-prefix=PTX
+// RUN: flash-opt %s -split-input-file -convert-flash-to-gpu="persistent=1" | FileCheck %s --check-prefix=PERS
+
+// The persistent grid's automatic second Q buffer gives way to staged tiles:
+// the bf16 bias's slots (2 · 48 KiB beside 8 KiB of Q, two CTAs per SM) leave
+// no room for it; the f32 bias's tiles fit neither way, so it keeps the second
+// buffer and reads the bias from global memory.
+// PERS-LABEL: func.func @bias(
+// PERS: dynamic_shared_memory_size %c107576_i32
+// PERS: nvvm.mbarrier.arrive.expect_tx %{{.*}}, %c49152_i32
+// PERS-LABEL: func.func @heads(
+// PERS: dynamic_shared_memory_size %c83024_i32
+// PERS: nvvm.mbarrier.arrive.expect_tx %{{.*}}, %c32768_i32
 
 // A bf16 [Lq, Lk] bias at D = 64 (64-row blocks): K, V and two 64-key
 // panels of 64 bias rows per slot, 16 KiB each.

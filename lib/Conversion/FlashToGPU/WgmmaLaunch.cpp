@@ -126,13 +126,23 @@ static LogicalResult checkSharedMemory(Operation *op, const KernelConfig &cfg,
 }
 
 /// Stages what stageableCaptures allows where the ring still fits: one CTA
-/// per SM as `cfg` plans (stage-captures=1 or -1).
+/// per SM as `cfg` plans (stage-captures=1 or -1). Staged tiles come before
+/// an automatic second Q buffer, which gives way to them.
 static void stageCaptures(const GPUKernelOptions &options, const ChipInfo &chip,
-                          const KernelConfig &cfg, KernelSpec &spec) {
+                          KernelConfig &cfg, KernelSpec &spec) {
   if (options.stageCaptures == 0)
     return;
   spec.staged = stageableCaptures(spec, cfg);
-  if (chip.residentCTAs(SmemLayout(cfg, spec).total) < cfg.ctasPerSM)
+  auto fits = [&] {
+    return chip.residentCTAs(SmemLayout(cfg, spec).total) >= cfg.ctasPerSM;
+  };
+  if (!spec.staged.empty() && !fits() && cfg.qBuffers == 2 &&
+      options.qBuffers == 0) {
+    cfg.qBuffers = 1;
+    if (!fits())
+      cfg.qBuffers = 2; // the tiles do not fit either way
+  }
+  if (!fits())
     spec.staged.clear();
 }
 
