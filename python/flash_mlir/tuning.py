@@ -188,8 +188,9 @@ def candidates(device, q_shape, k_shape, v_shape, dtype="bf16", *, causal=False,
                align=None, return_lse=False):
     """The option dicts worth timing for a call of these shapes, the heuristic's
     ({}) first. On CUDA: variants of the sm_90a wgmma prefill kernel the
-    heuristic may not pick (the persistent grid either way, deferred PV either
-    way, 128-row blocks with ping-pong, 64-key tiles, a third stage), at most
+    heuristic may not pick (the persistent grid either way, its second Q
+    buffer, deferred PV either way, 128-row blocks with ping-pong, 64-key
+    tiles), at most
     8; a decode shape: the wgmma decode form's split merge either way (where
     the compiler takes another kernel the option changes nothing, and tune()
     does not time a candidate whose kernel is the heuristic's); float32 or
@@ -223,14 +224,17 @@ def candidates(device, q_shape, k_shape, v_shape, dtype="bf16", *, causal=False,
         # a second kernel) measured at 4 rows and a few split counts, or the
         # split-KV kernel, on which fused_combine builds the heuristic's kernel.
         return [{}, {"fused_combine": 1}, {"fused_combine": 0}]
-    out = [{}, {"persistent": 1}, {"persistent": 0}]
+    # q_buffers=0: the persistent grid's second Q buffer where it fits (where
+    # the grid is not persistent or it does not fit, the heuristic's kernel).
+    out = [{}, {"persistent": 1}, {"persistent": 0}, {"q_buffers": 0}]
     if d <= 64 and dv <= 64:
         # The heuristic takes 64-row blocks under a mask, 192 without.
         out += [{"block_m": 128}, {"block_m": 128, "pingpong": True}, {"block_n": 64}]
         out.append({"defer_pv": 1} if masked else {"pingpong": True})
     elif max(d, dv) <= 128:
-        out += [{"defer_pv": 0}, {"defer_pv": 1}, {"pingpong": True}, {"block_n": 64},
-                {"defer_pv": 0, "stages": 3}]
+        # Serial with two Q buffers beside the deferred PV with one.
+        out += [{"defer_pv": 0, "q_buffers": 0}, {"defer_pv": 1}, {"pingpong": True},
+                {"block_n": 64}]
     else:
         # D past 128: the heuristic shrinks the key tile until two stages fit.
         out += [{"block_n": 64}, {"defer_pv": 0}, {"pingpong": True}]

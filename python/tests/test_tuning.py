@@ -365,6 +365,7 @@ def test_default_candidates():
                             (16, 16, 1024, 128), "bf16", causal=True)
     assert gpu[0] == {} and 4 <= len(gpu) <= 8
     assert {"persistent": 1} in gpu and {"persistent": 0} in gpu
+    assert {"q_buffers": 0} in gpu
     assert len({tuple(sorted(c.items())) for c in gpu}) == len(gpu)
     small = tuning.candidates("cuda", (8, 16, 1024, 64), (8, 16, 1024, 64),
                               (8, 16, 1024, 64), "f16", causal=True)

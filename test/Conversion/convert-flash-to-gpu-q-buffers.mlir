@@ -1,15 +1,17 @@
 // The persistent grid's second Q buffer (q-buffers): work item i takes Q
 // buffer i mod 2, with its own full and empty barrier and item slot, so the
 // producer loads item i+1's Q while the consumers still multiply by item i's.
-// Automatic where the second buffer fits beside the ring: causal N = 1k at
-// D = 128 takes the serial loop's two stages (2 · 32 KiB of Q + 2 · 64 KiB of
-// K/V + 10 barriers and slots); the non-causal shape's deferred PV needs three
-// stages, beside which a second Q does not fit (256 KiB).
-// RUN: flash-opt %s -split-input-file -convert-flash-to-gpu | FileCheck %s
+// With q-buffers=0, where the second buffer fits beside the ring: causal
+// N = 1k at D = 128 takes the serial loop's two stages (2 · 32 KiB of Q +
+// 2 · 64 KiB of K/V + 10 barriers and slots); the non-causal shape's deferred
+// PV needs three stages, beside which a second Q does not fit (256 KiB). One
+// buffer by default (until measured on a GPU).
+// RUN: flash-opt %s -split-input-file -convert-flash-to-gpu=q-buffers=0 | FileCheck %s
+// RUN: flash-opt %s -split-input-file -convert-flash-to-gpu | FileCheck %s --check-prefix=ONE
 // RUN: flash-opt %s -split-input-file -convert-flash-to-gpu=q-buffers=1 | FileCheck %s --check-prefix=ONE
 // RUN: (flash-opt %s -split-input-file -convert-flash-to-gpu=q-buffers=2 2>&1 || true) | FileCheck %s --check-prefix=FIT
 // RUN: (flash-opt %s -split-input-file -convert-flash-to-gpu=q-buffers=3 2>&1 || true) | FileCheck %s --check-prefix=BAD
-// RUN: flash-opt %s -split-input-file --flash-gpu-pipeline="format=isa" | FileCheck %s --check-prefix=PTX
+// RUN: flash-opt %s -split-input-file --flash-gpu-pipeline="format=isa q-buffers=0" | FileCheck %s --check-prefix=PTX
 
 // CHECK-LABEL: func.func @causal
 // CHECK: gpu.launch_func {{.*}} dynamic_shared_memory_size %c197712_i32
@@ -70,8 +72,10 @@
 // ONE-LABEL: func.func @full
 // ONE: dynamic_shared_memory_size %c230472_i32
 
-// Forced where it does not fit: the error names the option.
-// FIT: error: 'flash.attention' op convert-flash-to-gpu: the wgmma kernel's shared memory (2 Q buffers of 128 rows, 3 stages of 128-key K/V tiles at D = 128, Dv = 128) is {{[0-9]+}} bytes, more than the 232448 a CTA may have: lower block-n, block-m, stages or q-buffers
+// Forced: the causal kernel takes two buffers as with q-buffers=0; where they
+// do not fit, the error names the option.
+// FIT-DAG: dynamic_shared_memory_size %c197712_i32
+// FIT-DAG: error: 'flash.attention' op convert-flash-to-gpu: the wgmma kernel's shared memory (2 Q buffers of 128 rows, 3 stages of 128-key K/V tiles at D = 128, Dv = 128) is {{[0-9]+}} bytes, more than the 232448 a CTA may have: lower block-n, block-m, stages or q-buffers
 // BAD: q-buffers in [0, 2]
 
 // PTX-LABEL: gpu.binary @flash_attention_0

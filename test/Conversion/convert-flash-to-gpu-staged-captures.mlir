@@ -8,9 +8,10 @@
 // RUN: flash-opt %s -split-input-file -convert-flash-to-gpu="block-n=64" | FileCheck %s --check-prefix=BN64
 // RUN: flash-opt %s -split-input-file -convert-flash-to-gpu="stage-captures=0" | FileCheck %s --check-prefix=OFF
 // RUN: env -u CUDA_HOME flash-opt %s -split-input-file --flash-gpu-pipeline="format=isa" | FileCheck %s --check-prefix=PTX
-// RUN: flash-opt %s -split-input-file -convert-flash-to-gpu="persistent=1" | FileCheck %s --check-prefix=PERS
+// RUN: flash-opt %s -split-input-file -convert-flash-to-gpu="persistent=1 q-buffers=0" | FileCheck %s --check-prefix=PERS
 
-// The persistent grid's automatic second Q buffer gives way to staged tiles:
+// The persistent grid's second Q buffer where it fits (q-buffers=0) gives way
+// to staged tiles:
 // the bf16 bias's slots (2 · 48 KiB beside 8 KiB of Q, two CTAs per SM) leave
 // no room for it; the f32 bias's tiles fit neither way, so it keeps the second
 // buffer and reads the bias from global memory.

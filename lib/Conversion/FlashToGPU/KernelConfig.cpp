@@ -337,9 +337,9 @@ KernelConfig gpu_lowering::resolveWgmmaConfig(const GPUKernelOptions &o,
     cfg.deferPV = o.deferPV == 1;
   }
   cfg.stages = o.stages ? o.stages : cfg.deferPV || cfg.overlap ? 3 : 2;
-  // A second Q buffer where it fits: at D = 128 beside a two-stage ring (the
-  // serial loop of short causal walks), at D = 64 beside either; not beside
-  // the deferred PV's three stages of 128-key tiles at D = 128.
+  // A second Q buffer, or (0) where it fits: at D = 128 beside a two-stage
+  // ring (the serial loop of short causal walks), at D = 64 beside either;
+  // not beside the deferred PV's three stages of 128-key tiles at D = 128.
   if (cfg.persistent && o.qBuffers != 1) {
     KernelConfig two = cfg;
     two.qBuffers = 2;
