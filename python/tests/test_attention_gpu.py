@@ -246,6 +246,17 @@ PERSISTENT_CASES = {
                     {"causal": True}),
     "d96-dv64-serial": ((2, 8, 700, 96), (2, 8, 500, 96), (2, 8, 500, 64), "bfloat16",
                         {"causal": True, "defer_pv": 0, "pingpong": True}),
+    # Two Q buffers (item i in buffer i mod 2, each with its own barriers and item
+    # slot): where they fit (q_buffers=0), forced, and beside the serial loop's two
+    # stages at D = 128 without a mask.
+    "d128-causal-two-q-lse": ((4, 16, 1000, 128), (4, 16, 1000, 128), (4, 16, 1000, 128),
+                              "bfloat16", {"causal": True, "return_lse": True,
+                                           "q_buffers": 0}),
+    "d64-causal-two-q-f16": ((4, 16, 900, 64), (4, 16, 1100, 64), (4, 16, 1100, 64),
+                             "float16", {"causal": True, "align": "bottom_right",
+                                         "q_buffers": 2}),
+    "d128-full-serial-two-q": ((2, 16, 1500, 128), (2, 16, 1300, 128), (2, 16, 1300, 128),
+                               "bfloat16", {"defer_pv": 0, "q_buffers": 2}),
 }
 
 
