@@ -29,17 +29,17 @@
 // CHECK-NEXT: %[[BUF:.+]] = arith.remui %[[ITEM]], %c2 : index
 // CHECK: %[[FILL:.+]] = arith.divui %[[ITEM]], %{{.+}} : index
 // CHECK: arith.cmpi ugt, %[[FILL]]
-// CHECK: arith.muli %[[BUF]], %c8
 // CHECK: arith.constant 196656 : index
-// CHECK: nvvm.mbarrier.try_wait.parity
 // CHECK: arith.muli %[[BUF]], %c8
+// CHECK: nvvm.mbarrier.try_wait.parity
 // CHECK: arith.constant 196672 : index
+// CHECK: arith.muli %[[BUF]], %c8
 // CHECK: llvm.store
 // CHECK: scf.condition
 // Its loads: Q into the item's buffer, 32 KiB apart, on that buffer's barrier.
 // CHECK: %[[LBUF:.+]] = arith.remui %{{.+}}, %c2 : index
-// CHECK: %[[QBAR:.+]] = arith.muli %[[LBUF]], %c8
 // CHECK: arith.constant 196608 : index
+// CHECK: arith.muli %[[LBUF]], %c8
 // CHECK: arith.muli %[[LBUF]], %c32768 : index
 // CHECK: nvvm.mbarrier.arrive.expect_tx %[[QFULL:.+]], %c32768_i32
 // CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.+}}, %arg0, %[[QFULL]]

@@ -164,8 +164,12 @@ static Value qSlotAddr(ImplicitLocOpBuilder &b, const KernelEnv &env,
                        const QSlot &q, int64_t off0, int64_t stride) {
   if (!q.buffer)
     return smemOffset(b, env.tiles, off0);
-  Value off = idxAdd(b, constIdx(b, off0), idxMul(b, q.buffer, stride));
-  return smemOffset(b, env.tiles, toI64(b, off));
+  // One op per statement: the IR's order must not depend on the order a
+  // compiler evaluates call arguments in.
+  Value base = constIdx(b, off0);
+  Value step = idxMul(b, q.buffer, stride);
+  Value off = toI64(b, idxAdd(b, base, step));
+  return smemOffset(b, env.tiles, off);
 }
 
 /// A persistent grid's producer, before it publishes item env.workIter:
@@ -178,10 +182,10 @@ static void waitQBufferFree(ImplicitLocOpBuilder &b, KernelEnv &env,
   auto ifLater = scf::IfOp::create(b, later, /*withElse=*/false);
   OpBuilder::InsertionGuard g(b);
   b.setInsertionPointToStart(ifLater.thenBlock());
-  Value parity = arith::RemUIOp::create(
-      b, arith::AddIOp::create(b, q.fill, constIdx(b, 1)), constIdx(b, 2));
-  mbarWait(b, qSlotAddr(b, env, q, env.layout.qEmptyOff(0), 8),
-           toI32(b, parity));
+  Value next = arith::AddIOp::create(b, q.fill, constIdx(b, 1));
+  Value parity = toI32(b, arith::RemUIOp::create(b, next, constIdx(b, 2)));
+  Value empty = qSlotAddr(b, env, q, env.layout.qEmptyOff(0), 8);
+  mbarWait(b, empty, parity);
 }
 
 /// A persistent grid's producer, after its last fetch from the work
@@ -1497,8 +1501,9 @@ gpu::GPUFuncOp gpu_lowering::buildWgmmaKernel(OpBuilder &ob, Location loc,
         env.workIter = before->getArgument(1);
         QSlot q = qSlot(b, env, env.workIter);
         waitQBufferFree(b, env, q);
-        LLVM::StoreOp::create(b, arith::IndexCastOp::create(b, i32, w),
-                              qSlotAddr(b, env, q, L.workSlotOff(0), 8));
+        Value wI32 = arith::IndexCastOp::create(b, i32, w);
+        Value slot = qSlotAddr(b, env, q, L.workSlotOff(0), 8);
+        LLVM::StoreOp::create(b, wI32, slot);
         Value valid =
             arith::CmpIOp::create(b, arith::CmpIPredicate::ult, w, items);
         auto ifEnd = scf::IfOp::create(b, valid, /*withElse=*/true);
@@ -1564,8 +1569,10 @@ gpu::GPUFuncOp gpu_lowering::buildWgmmaKernel(OpBuilder &ob, Location loc,
       {
         Value iter = before->getArgument(0);
         QSlot q = qSlot(b, env, iter);
-        mbarWait(b, qSlotAddr(b, env, q, L.qFullOff(0), 8),
-                 toI32(b, arith::RemUIOp::create(b, q.fill, constIdx(b, 2))));
+        Value parity =
+            toI32(b, arith::RemUIOp::create(b, q.fill, constIdx(b, 2)));
+        Value full = qSlotAddr(b, env, q, L.qFullOff(0), 8);
+        mbarWait(b, full, parity);
         Value w = arith::IndexCastOp::create(
             b, idx,
             LLVM::LoadOp::create(b, i32,
